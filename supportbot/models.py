@@ -1,0 +1,127 @@
+"""Tenancy core: tenants, per-tenant roles, partner API keys and the audit trail."""
+
+import secrets
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+SLUG_RE = r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$"
+slug_validator = RegexValidator(
+    SLUG_RE, "Use 1-50 lowercase letters, digits or inner hyphens (e.g. 'acme-eu')."
+)
+
+
+def _widget_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class Tenant(models.Model):
+    slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    # Policy settings (read by actions and handoffs through selectors).
+    refund_auto_limit = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        default=50,
+        help_text="Refunds up to this amount run without a human approval.",
+    )
+    refund_window_days = models.PositiveIntegerField(default=30)
+    refund_per_customer_daily_limit = models.DecimalField(
+        max_digits=10, decimal_places=2, default=200
+    )
+    handoff_capacity = models.PositiveIntegerField(
+        default=20, help_text="Open handoffs per online agent before customers are asked to wait."
+    )
+    widget_secret = models.CharField(max_length=64, default=_widget_secret, editable=False)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        AGENT = "agent", "Agent"
+        ADMIN = "admin", "Admin"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.AGENT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_one_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+class ApiKey(models.Model):
+    """A partner key. Only a SHA-256 of the secret is stored; the prefix finds the row."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """Append-only record of who did what to which target. A trigger refuses UPDATE/DELETE."""
+
+    class ActorType(models.TextChoices):
+        USER = "user"
+        API_KEY = "api_key"
+        SYSTEM = "system"
+        CUSTOMER = "customer"
+
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
+    )
+    actor_type = models.CharField(max_length=10, choices=ActorType.choices)
+    actor_id = models.CharField(max_length=64, blank=True)
+    actor_label = models.CharField(max_length=200, blank=True)
+    action = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=50, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="audit_tenant_time")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self._state.adding:
+            raise PermissionError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("Audit events are append-only.")

@@ -1,0 +1,3 @@
+"""WebSocket routes of all apps, collected for supportbot.asgi."""
+
+websocket_urlpatterns: list = []

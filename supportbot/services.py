@@ -1,0 +1,217 @@
+"""Writes of the tenancy core: tenants, memberships, API keys, audit events."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from supportbot.errors import ApplicationError, Conflict, NotFound
+from supportbot.models import SLUG_RE, ApiKey, AuditEvent, Membership, Tenant
+
+KEY_PREFIX = "sb_"
+_KEY_RE = re.compile(r"^sb_([A-Za-z0-9]{8})_([A-Za-z0-9_-]{32,64})$")
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is acting, for the audit trail."""
+
+    type: str
+    id: str = ""
+    label: str = ""
+
+    @classmethod
+    def system(cls, label: str = "system") -> Actor:
+        return cls(type=AuditEvent.ActorType.SYSTEM, label=label)
+
+    @classmethod
+    def for_user(cls, user) -> Actor:
+        return cls(type=AuditEvent.ActorType.USER, id=str(user.pk), label=user.get_username())
+
+    @classmethod
+    def for_api_key(cls, key: ApiKey) -> Actor:
+        return cls(type=AuditEvent.ActorType.API_KEY, id=str(key.pk), label=f"key:{key.prefix}")
+
+
+def audit_event_record(
+    *,
+    tenant: Tenant | None,
+    actor: Actor,
+    action: str,
+    target_type: str = "",
+    target_id: str | int = "",
+    data: dict | None = None,
+) -> AuditEvent:
+    """Append one audit event (in the caller's transaction, so it commits with the change)."""
+    return AuditEvent.objects.create(
+        tenant=tenant,
+        actor_type=actor.type,
+        actor_id=actor.id,
+        actor_label=actor.label[:200],
+        action=action,
+        target_type=target_type,
+        target_id=str(target_id),
+        data=data or {},
+    )
+
+
+# --------------------------------------------------------------------------- tenants
+
+
+@transaction.atomic
+def tenant_create(*, slug: str, name: str, actor: Actor | None = None) -> Tenant:
+    """Create a tenant; raise ApplicationError for a bad or taken slug (nothing is written)."""
+    actor = actor or Actor.system()
+    if not re.match(SLUG_RE, slug or ""):
+        raise ApplicationError(
+            f"Invalid slug {slug!r}: use 1-50 lowercase letters, digits or inner hyphens.",
+            field="slug",
+        )
+    if not (name or "").strip():
+        raise ApplicationError("Name must not be empty.", field="name")
+    if Tenant.objects.filter(slug=slug).exists():
+        raise Conflict(f"A tenant with slug {slug!r} already exists.", field="slug")
+    tenant = Tenant(slug=slug, name=name.strip())
+    try:
+        tenant.full_clean()
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise ApplicationError(f"{field}: {messages[0]}", field=field) from exc
+    try:
+        with transaction.atomic():
+            tenant.save()
+    except IntegrityError as exc:  # a concurrent create won the race
+        raise Conflict(f"A tenant with slug {slug!r} already exists.", field="slug") from exc
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="tenant.created",
+        target_type="tenant",
+        target_id=tenant.pk,
+        data={"slug": slug},
+    )
+    return tenant
+
+
+@transaction.atomic
+def membership_set(*, tenant: Tenant, user, role: str, actor: Actor | None = None) -> Membership:
+    """Give `user` `role` in `tenant` (creating or changing the membership)."""
+    if role not in Membership.Role.values:
+        raise ApplicationError(f"Unknown role {role!r}.", field="role")
+    membership, created = Membership.objects.update_or_create(
+        tenant=tenant, user=user, defaults={"role": role}
+    )
+    audit_event_record(
+        tenant=tenant,
+        actor=actor or Actor.system(),
+        action="membership.set",
+        target_type="user",
+        target_id=user.pk,
+        data={"role": role, "created": created},
+    )
+    return membership
+
+
+def user_ensure(*, username: str, password: str, email: str = "", is_staff: bool = False):
+    """Create the user if missing (password set only on creation); return it."""
+    User = get_user_model()
+    user, created = User.objects.get_or_create(
+        username=username, defaults={"email": email, "is_staff": is_staff}
+    )
+    if created:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    return user
+
+
+# --------------------------------------------------------------------------- API keys
+
+
+def _hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@transaction.atomic
+def api_key_create(
+    *, tenant: Tenant, name: str, actor: Actor | None = None, created_by=None
+) -> tuple[ApiKey, str]:
+    """Create a key; return it and the full key text, which is never retrievable again."""
+    if not (name or "").strip():
+        raise ApplicationError("Name must not be empty.", field="name")
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    for _ in range(5):
+        prefix = "".join(secrets.choice(alphabet) for _ in range(8))
+        if not ApiKey.objects.filter(prefix=prefix).exists():
+            break
+    secret = secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(
+        tenant=tenant,
+        name=name.strip(),
+        prefix=prefix,
+        secret_hash=_hash_secret(secret),
+        created_by=created_by,
+    )
+    audit_event_record(
+        tenant=tenant,
+        actor=actor or (Actor.for_user(created_by) if created_by else Actor.system()),
+        action="api_key.created",
+        target_type="api_key",
+        target_id=key.pk,
+        data={"name": key.name, "prefix": prefix},
+    )
+    return key, f"{KEY_PREFIX}{prefix}_{secret}"
+
+
+@transaction.atomic
+def api_key_revoke(*, tenant: Tenant, key_id: int, actor: Actor | None = None) -> ApiKey:
+    """Revoke a key of `tenant` (idempotent); raise NotFound for another tenant's key."""
+    key = ApiKey.objects.select_for_update().filter(tenant=tenant, pk=key_id).first()
+    if key is None:
+        raise NotFound("No such API key.")
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        audit_event_record(
+            tenant=tenant,
+            actor=actor or Actor.system(),
+            action="api_key.revoked",
+            target_type="api_key",
+            target_id=key.pk,
+            data={"prefix": key.prefix},
+        )
+    return key
+
+
+class InvalidApiKey(Exception):
+    """The presented key is malformed, unknown or revoked (the message says which)."""
+
+
+def api_key_authenticate(*, raw_key: str) -> ApiKey:
+    """Return the active key for `raw_key`, refreshing `last_used_at` at most once a minute."""
+    match = _KEY_RE.match(raw_key or "")
+    if not match:
+        raise InvalidApiKey("Malformed API key: expected 'sb_<prefix>_<secret>'.")
+    prefix, secret = match.groups()
+    key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    if key is None or not hmac.compare_digest(key.secret_hash, _hash_secret(secret)):
+        raise InvalidApiKey("Unknown API key.")
+    if key.revoked_at is not None:
+        raise InvalidApiKey("This API key has been revoked.")
+    if not key.tenant.is_active:
+        raise InvalidApiKey("This API key's tenant is disabled.")
+    now = timezone.now()
+    resolution = timedelta(seconds=settings.API_KEY_LAST_USED_RESOLUTION_SECONDS)
+    if key.last_used_at is None or now - key.last_used_at >= resolution:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key

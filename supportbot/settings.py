@@ -1,0 +1,224 @@
+"""The one settings module, driven by environment variables (django-environ).
+
+With no `DATABASE_URL` / `REDIS_URL`, the embedded PostgreSQL and Valkey under `var/` are
+started (idempotently) and used: that is the default for `make run` and tests. In production
+set both URLs and nothing embedded starts.
+"""
+
+import os
+import warnings
+from pathlib import Path
+
+import environ
+
+from supportbot import devservices
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+env_file = BASE_DIR / ".env"
+if env_file.exists():
+    environ.Env.read_env(str(env_file))
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# A development key is derived from the var directory so `make run` needs no setup; production
+# must set DJANGO_SECRET_KEY (checked below).
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+EMBEDDED_SECRET = not SECRET_KEY
+if EMBEDDED_SECRET:
+    SECRET_KEY = "insecure-dev-only-" + str(devservices.var_dir())
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+VAR_DIR = devservices.var_dir()
+
+# --------------------------------------------------------------------------- services
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
+    _database_url = env.str("DATABASE_URL", default="")
+    EMBEDDED_POSTGRES = not _database_url
+    if EMBEDDED_POSTGRES:
+        _database_url = devservices.postgres_start()
+    _redis_url = env.str("REDIS_URL", default="")
+    EMBEDDED_REDIS = not _redis_url
+    if EMBEDDED_REDIS:
+        _redis_url = devservices.valkey_start()
+
+REDIS_URL = _redis_url
+DATABASES = {"default": env.db_url_config(_database_url)}
+DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+if not DATABASES["default"]["HOST"] and "host" in DATABASES["default"]["OPTIONS"]:
+    # A unix-socket URL (postgresql://user@/db?host=/dir) names its host as a query option.
+    DATABASES["default"]["HOST"] = DATABASES["default"]["OPTIONS"].pop("host")
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "sb",
+    }
+}
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": REDIS_URL}], "prefix": "sb:ch", "capacity": 500},
+    }
+}
+Q_CLUSTER = {
+    "name": "supportbot",
+    "workers": env.int("Q_WORKERS", default=2),
+    "recycle": 200,
+    "timeout": env.int("Q_TIMEOUT", default=600),
+    "retry": env.int("Q_RETRY", default=660),
+    "max_attempts": 3,
+    "ack_failures": True,
+    "catch_up": False,
+    "redis": REDIS_URL,
+    "orm": None,
+}
+
+# --------------------------------------------------------------------------- apps
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "django_q",
+    "supportbot",
+    "knowledge",
+    "inference",
+    "conversations",
+    "actions",
+    "handoffs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "supportbot.urls"
+ASGI_APPLICATION = "supportbot.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/console/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+MEDIA_URL = "/media/"
+
+_s3_bucket = env.str("AWS_STORAGE_BUCKET_NAME", default="")
+STORAGES = {
+    "default": {
+        "BACKEND": "storages.backends.s3.S3Storage"
+        if _s3_bucket
+        else "django.core.files.storage.FileSystemStorage",
+    },
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage",
+    },
+}
+if _s3_bucket:
+    AWS_STORAGE_BUCKET_NAME = _s3_bucket
+    AWS_S3_ENDPOINT_URL = env.str("AWS_S3_ENDPOINT_URL", default=None)
+WHITENOISE_USE_FINDERS = True
+
+# --------------------------------------------------------------------------- API
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "supportbot.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "supportbot.exceptions.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Supportbot API",
+    "DESCRIPTION": "Partner API: conversations, messages, handoffs, feedback and knowledge.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {
+            "ApiKeyAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "bearerFormat": "sb_<prefix>_<secret>",
+            }
+        }
+    },
+    "SECURITY": [{"ApiKeyAuth": []}],
+}
+API_KEY_LAST_USED_RESOLUTION_SECONDS = env.int("API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60)
+
+# --------------------------------------------------------------------------- logging
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}
+
+if not DEBUG and not EMBEDDED_SECRET:
+    SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
+    CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
