@@ -1,3 +1,5 @@
 """WebSocket routes of all apps, collected for supportbot.asgi."""
 
-websocket_urlpatterns: list = []
+from conversations.routing import websocket_urlpatterns as chat_routes
+
+websocket_urlpatterns: list = [*chat_routes]

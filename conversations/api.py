@@ -1,0 +1,280 @@
+"""Partner REST API for conversations (API key). One view per operation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from asgiref.sync import async_to_sync
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from conversations import orchestrator, selectors, services
+from conversations.models import Conversation, Message
+from supportbot.api import AUTH_ERRORS, ErrorSerializer
+from supportbot.authentication import request_actor, request_tenant
+
+NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="No such row for this tenant.")}
+INVALID = {400: OpenApiResponse(ErrorSerializer, description="A field is invalid (named).")}
+
+
+class CitationSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    document_id = serializers.IntegerField()
+    document_version = serializers.IntegerField()
+    title = serializers.CharField()
+    heading = serializers.CharField()
+    quote = serializers.CharField()
+    url = serializers.CharField()
+    chunk_id = serializers.IntegerField()
+    span = serializers.ListField(child=serializers.IntegerField())
+
+
+class MessageSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    conversation_id = serializers.IntegerField()
+    role = serializers.CharField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    state = serializers.CharField()
+    client_message_id = serializers.CharField(allow_null=True)
+    reply_to = serializers.IntegerField(allow_null=True, source="reply_to_id")
+    citations = CitationSerializer(many=True)
+    created_at = serializers.DateTimeField()
+
+
+class ConversationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    customer = serializers.SerializerMethodField()
+    channel = serializers.CharField()
+    owner = serializers.CharField()
+    state = serializers.CharField()
+    version = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+    def get_customer(self, obj) -> dict:
+        return {
+            "external_id": obj.customer.external_id,
+            "name": obj.customer.name,
+            "verified": obj.customer.verified,
+        }
+
+
+class ConversationCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        class CustomerSerializer(serializers.Serializer):
+            external_id = serializers.CharField(max_length=200)
+            name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+            email = serializers.EmailField(required=False, allow_blank=True)
+
+        customer = CustomerSerializer()
+
+    @extend_schema(
+        operation_id="conversations_create",
+        request=InputSerializer,
+        responses={201: ConversationSerializer, **INVALID, **AUTH_ERRORS},
+    )
+    def post(self, request):
+        tenant = request_tenant(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        customer_data = data.validated_data["customer"]
+        # The partner's key vouches for the customer (server to server): verified.
+        customer = services.customer_get_or_create_verified(
+            tenant=tenant,
+            external_id=customer_data["external_id"],
+            name=customer_data.get("name", ""),
+            email=customer_data.get("email", ""),
+        )
+        conversation = services.conversation_start(
+            tenant=tenant, customer=customer, channel=Conversation.Channel.API
+        )
+        return Response(ConversationSerializer(conversation).data, status=201)
+
+
+class MessagePagination(CursorPagination):
+    ordering = ("id",)
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+
+class ConversationMessagesApi(APIView):
+    """POST sends a customer message; GET pages through the history (cursor)."""
+
+    class InputSerializer(serializers.Serializer):
+        client_message_id = serializers.CharField(max_length=100)
+        text = serializers.CharField(max_length=services.MAX_MESSAGE_CHARS)
+
+    class OutputSerializer(serializers.Serializer):
+        message = MessageSerializer()
+        reply = MessageSerializer(allow_null=True)
+        duplicate = serializers.BooleanField()
+
+    @extend_schema(
+        operation_id="conversation_messages_create",
+        summary="Send a customer message and get the bot's reply",
+        description=(
+            "Idempotent on `client_message_id`: a repeat returns the saved message and reply "
+            "(200) and never produces a second answer. A handoff or refusal says so in "
+            "`reply.kind`/`reply.state` and carries no citations. With `Accept: "
+            "text/event-stream` the reply streams as server-sent events (the same event types "
+            "as the WebSocket protocol)."
+        ),
+        request=InputSerializer,
+        responses={
+            201: OutputSerializer,
+            200: OutputSerializer,
+            **INVALID,
+            **NOT_FOUND,
+            **AUTH_ERRORS,
+            409: OpenApiResponse(ErrorSerializer),
+        },
+    )
+    def post(self, request, conversation_id: int):
+        tenant = request_tenant(request)
+        conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kwargs = {
+            "conversation": conversation,
+            "client_message_id": data.validated_data["client_message_id"],
+            "text": data.validated_data["text"],
+        }
+        if "text/event-stream" in request.headers.get("Accept", ""):
+            return _sse_response(kwargs)
+        outcome = async_to_sync(orchestrator.handle_customer_message)(**kwargs)
+        body = self.OutputSerializer(
+            {
+                "message": outcome.customer_message,
+                "reply": outcome.reply,
+                "duplicate": outcome.duplicate,
+            }
+        ).data
+        return Response(body, status=200 if outcome.duplicate else 201)
+
+    @extend_schema(
+        operation_id="conversation_messages_list",
+        parameters=[
+            OpenApiParameter("cursor", str, description="Opaque cursor from `next`."),
+            OpenApiParameter("limit", int, description="Page size (max 200)."),
+        ],
+        responses={200: MessageSerializer(many=True), **NOT_FOUND, **AUTH_ERRORS},
+    )
+    def get(self, request, conversation_id: int):
+        tenant = request_tenant(request)
+        conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
+        messages = selectors.message_list(tenant=tenant, conversation_id=conversation.pk).exclude(
+            state=Message.State.STREAMING
+        )
+        paginator = MessagePagination()
+        page = paginator.paginate_queryset(messages, request, view=self)
+        return paginator.get_paginated_response(MessageSerializer(page, many=True).data)
+
+
+def _sse_response(kwargs: dict) -> StreamingHttpResponse:
+    """Stream orchestrator events as SSE; the answer is saved even if the client goes away."""
+
+    async def events():
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def emit(event: dict) -> None:
+            await queue.put(event)
+
+        async def run() -> None:
+            try:
+                await orchestrator.handle_customer_message(**kwargs, emit=emit)
+            except Exception as exc:  # noqa: BLE001 - reported to the client as an event
+                code = getattr(exc, "code", "internal")
+                detail = getattr(exc, "detail", "We could not answer that; please try again.")
+                await queue.put({"type": "error", "code": code, "detail": detail})
+            finally:
+                await queue.put(None)
+
+        task = asyncio.create_task(run())
+        try:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    break
+                yield f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+        finally:
+            if not task.done():
+                await asyncio.shield(task)
+
+    response = StreamingHttpResponse(events(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+class HandoffCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        detail = serializers.CharField(max_length=300, required=False, allow_blank=True)
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        state = serializers.CharField()
+        reason = serializers.CharField()
+        created = serializers.BooleanField()
+
+    @extend_schema(
+        operation_id="conversation_handoffs_create",
+        summary="Hand the conversation to a person (idempotent: returns the open handoff)",
+        request=InputSerializer,
+        responses={201: OutputSerializer, 200: OutputSerializer, **NOT_FOUND, **AUTH_ERRORS},
+    )
+    def post(self, request, conversation_id: int):
+        tenant = request_tenant(request)
+        conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        handoff, created = async_to_sync(orchestrator.request_handoff)(
+            conversation=conversation,
+            reason="partner_request",
+            detail=data.validated_data.get("detail", ""),
+            actor=request_actor(request),
+        )
+        body = {
+            "id": handoff.pk,
+            "state": handoff.state,
+            "reason": handoff.reason,
+            "created": created,
+        }
+        return Response(self.OutputSerializer(body).data, status=201 if created else 200)
+
+
+class FeedbackCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        rating = serializers.ChoiceField(choices=["helpful", "not_helpful"])
+        comment = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+    class OutputSerializer(serializers.Serializer):
+        message_id = serializers.IntegerField()
+        rating = serializers.CharField()
+        comment = serializers.CharField()
+
+    @extend_schema(
+        operation_id="message_feedback_create",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **INVALID, **NOT_FOUND, **AUTH_ERRORS},
+    )
+    def post(self, request, message_id: int):
+        tenant = request_tenant(request)
+        message = selectors.message_get(tenant=tenant, message_id=message_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        feedback = services.feedback_set(
+            message=message,
+            rating=data.validated_data["rating"],
+            comment=data.validated_data.get("comment", ""),
+        )
+        return Response(
+            self.OutputSerializer(
+                {"message_id": message.pk, "rating": feedback.rating, "comment": feedback.comment}
+            ).data
+        )

@@ -1,0 +1,23 @@
+from django.urls import path
+
+from conversations import api, views
+
+api_urlpatterns = [
+    path("conversations", api.ConversationCreateApi.as_view(), name="conversations"),
+    path(
+        "conversations/<int:conversation_id>/messages",
+        api.ConversationMessagesApi.as_view(),
+        name="conversation-messages",
+    ),
+    path(
+        "conversations/<int:conversation_id>/handoffs",
+        api.HandoffCreateApi.as_view(),
+        name="conversation-handoffs",
+    ),
+    path("messages/<int:message_id>/feedback", api.FeedbackCreateApi.as_view(), name="feedback"),
+]
+
+page_urlpatterns = [
+    path("chat/<slug:tenant_slug>/", views.chat_page, name="chat"),
+    path("widget.js", views.widget_js, name="widget-js"),
+]

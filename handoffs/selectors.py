@@ -1,0 +1,68 @@
+"""Reads of handoffs, always filtered by tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Q, QuerySet
+
+from handoffs.models import OPEN_STATES, Handoff
+from supportbot.errors import NotFound
+from supportbot.models import Tenant
+
+DEFAULT_HANDLE_MINUTES = 4.0
+
+
+@dataclass(frozen=True)
+class QueuePosition:
+    position: int  # 1 = next
+    estimated_wait_minutes: float
+
+
+def handoff_open_for(*, conversation_id: int) -> Handoff | None:
+    return Handoff.objects.filter(conversation_id=conversation_id, state__in=OPEN_STATES).first()
+
+
+def handoff_get(*, tenant: Tenant, handoff_id: int) -> Handoff:
+    handoff = (
+        Handoff.objects.select_related("conversation", "conversation__customer", "assigned_to")
+        .filter(tenant=tenant, pk=handoff_id)
+        .first()
+    )
+    if handoff is None:
+        raise NotFound("No such handoff.")
+    return handoff
+
+
+def handoff_queue(*, tenant: Tenant) -> QuerySet[Handoff]:
+    """Open handoffs, most urgent and oldest first."""
+    return (
+        Handoff.objects.filter(tenant=tenant, state__in=OPEN_STATES)
+        .select_related("conversation", "conversation__customer", "assigned_to")
+        .order_by("priority", "created_at")
+    )
+
+
+def handoff_queue_position(*, handoff: Handoff) -> QueuePosition:
+    """Where a waiting handoff stands, and a wait estimate from recent claim times."""
+    ahead = (
+        Handoff.objects.filter(tenant_id=handoff.tenant_id, state__in=("requested", "queued"))
+        .filter(
+            Q(priority__lt=handoff.priority)
+            | Q(priority=handoff.priority, created_at__lt=handoff.created_at)
+        )
+        .count()
+    )
+    recent = list(
+        Handoff.objects.filter(tenant_id=handoff.tenant_id, assigned_at__isnull=False)
+        .order_by("-assigned_at")
+        .values_list("created_at", "assigned_at")[:20]
+    )
+    if recent:
+        per_case = sum((a - c).total_seconds() for c, a in recent) / len(recent) / 60
+    else:
+        per_case = DEFAULT_HANDLE_MINUTES
+    per_case = max(per_case, 0.5)
+    return QueuePosition(
+        position=ahead + 1, estimated_wait_minutes=round(per_case * (ahead + 1), 1)
+    )

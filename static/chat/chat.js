@@ -1,0 +1,230 @@
+// Customer chat: WebSocket client for /ws/chat/ (protocol in docs/chat-protocol.md).
+// Messages are idempotent by client_message_id, so unsent ones are re-sent after a reconnect
+// and the server returns the saved result instead of answering twice.
+(function () {
+  "use strict";
+  const root = document.getElementById("chat");
+  const tenant = root.dataset.tenant;
+  const log = document.getElementById("log");
+  const statusEl = document.getElementById("status");
+  const typing = document.getElementById("typing");
+  const notice = document.getElementById("notice");
+  const form = document.getElementById("composer");
+  const input = document.getElementById("input");
+  const humanBtn = document.getElementById("human");
+  const params = new URLSearchParams(location.search);
+  const identity = params.get("identity") || window.SUPPORTBOT_IDENTITY || null;
+  const key = (name) => `supportbot:${tenant}:${name}`;
+  const store = {
+    get: (n) => { try { return JSON.parse(localStorage.getItem(key(n))); } catch (e) { return null; } },
+    set: (n, v) => { try { localStorage.setItem(key(n), JSON.stringify(v)); } catch (e) { /* private mode */ } },
+  };
+
+  let ws = null;
+  let ready = false;
+  let retry = 0;
+  let lastId = 0;
+  const rendered = new Map();   // message id -> element
+  const pending = new Map(Object.entries(store.get("pending") || {}));  // client id -> text
+
+  function setStatus(text) { statusEl.textContent = text; }
+  function showNotice(text) { notice.textContent = text; notice.hidden = !text; }
+  function savePending() { store.set("pending", Object.fromEntries(pending)); }
+
+  function bubble(role, id, clientId) {
+    const el = document.createElement("article");
+    el.className = `msg ${role}`;
+    if (id) el.dataset.id = id;
+    if (clientId) el.dataset.clientId = clientId;
+    const who = document.createElement("span");
+    who.className = "who";
+    who.textContent = { customer: "You", bot: "Assistant", agent: "Support team", system: "" }[role] || "";
+    const body = document.createElement("div");
+    body.className = "body";
+    el.append(who, body);
+    log.append(el);
+    log.scrollTop = log.scrollHeight;
+    return el;
+  }
+
+  function setBody(el, text) { el.querySelector(".body").textContent = text; }
+
+  function renderSources(el, citations) {
+    el.querySelector(".sources")?.remove();
+    if (!citations || !citations.length) return;
+    const list = document.createElement("ol");
+    list.className = "sources";
+    list.setAttribute("aria-label", "Sources");
+    for (const c of citations) {
+      const li = document.createElement("li");
+      const a = document.createElement("a");
+      a.href = c.url || "#";
+      a.target = "_blank";
+      a.rel = "noopener";
+      a.textContent = `[${c.index}] ${c.title}${c.heading && c.heading !== c.title ? " — " + c.heading : ""}`;
+      li.append(a);
+      if (c.quote) {
+        const q = document.createElement("blockquote");
+        q.textContent = c.quote;
+        li.append(q);
+      }
+      list.append(li);
+    }
+    el.append(list);
+  }
+
+  function renderRating(el, id, current) {
+    el.querySelector(".rate")?.remove();
+    const box = document.createElement("div");
+    box.className = "rate";
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "Was this helpful?");
+    for (const [rating, label] of [["helpful", "Helpful"], ["not_helpful", "Not helpful"]]) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = label;
+      b.dataset.rating = rating;
+      b.setAttribute("aria-pressed", String(current === rating));
+      b.addEventListener("click", () => send({ type: "feedback.send", message_id: Number(id), rating }));
+      box.append(b);
+    }
+    el.append(box);
+  }
+
+  function renderMessage(m) {
+    if (!m || !m.id) return;
+    lastId = Math.max(lastId, m.id);
+    store.set("last_message_id", lastId);
+    let el = rendered.get(m.id);
+    if (!el && m.client_message_id) {
+      el = log.querySelector(`[data-client-id="${CSS.escape(m.client_message_id)}"]`);
+    }
+    if (!el) el = bubble(m.role, m.id, m.client_message_id);
+    el.dataset.id = m.id;
+    rendered.set(m.id, el);
+    if (m.role === "agent" && m.author) el.querySelector(".who").textContent = m.author;
+    setBody(el, m.text);
+    if (m.role === "bot" && m.state === "delivered") {
+      renderSources(el, m.citations);
+      if (m.kind === "answer" || m.kind === "extractive") renderRating(el, m.id, m.feedback);
+    }
+  }
+
+  function send(event) {
+    if (ws && ws.readyState === WebSocket.OPEN && ready) { ws.send(JSON.stringify(event)); return true; }
+    return false;
+  }
+
+  function sendMessage(clientId, text) {
+    send({ type: "message.send", client_message_id: clientId, text });
+  }
+
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    const clientId = (crypto.randomUUID && crypto.randomUUID()) || String(Date.now() + Math.random());
+    pending.set(clientId, text);
+    savePending();
+    const el = bubble("customer", null, clientId);
+    setBody(el, text);
+    input.value = "";
+    sendMessage(clientId, text);
+  });
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
+  });
+  humanBtn.addEventListener("click", () => {
+    if (!send({ type: "handoff.request" })) showNotice("Reconnecting… please try again in a moment.");
+  });
+
+  const handlers = {
+    "session.ready": (ev) => {
+      ready = true;
+      retry = 0;
+      if (ev.visitor_token) store.set("visitor_token", ev.visitor_token);
+      store.set("conversation_id", ev.conversation_id);
+      setStatus(ev.owner === "human" ? "Chatting with our team" : "Online");
+      for (const m of ev.history) renderMessage(m);
+      if (ev.handoff) showHandoff(ev.handoff);
+      for (const [clientId, text] of pending) sendMessage(clientId, text);
+    },
+    "message.accepted": (ev) => {
+      pending.delete(ev.client_message_id);
+      savePending();
+      renderMessage(ev.message);
+    },
+    "answer.started": (ev) => {
+      typing.hidden = false;
+      if (!rendered.get(ev.message_id)) {
+        const el = bubble("bot", ev.message_id);
+        rendered.set(ev.message_id, el);
+      }
+    },
+    "answer.delta": (ev) => {
+      const el = rendered.get(ev.message_id) || bubble("bot", ev.message_id);
+      rendered.set(ev.message_id, el);
+      const body = el.querySelector(".body");
+      body.textContent = (body.textContent + ev.text);
+      log.scrollTop = log.scrollHeight;
+    },
+    "answer.revised": (ev) => {
+      const el = rendered.get(ev.message_id);
+      if (el) { setBody(el, ev.text); renderSources(el, ev.citations); }
+    },
+    "answer.completed": (ev) => { typing.hidden = true; renderMessage(ev.message); },
+    "answer.pending": () => { typing.hidden = false; },
+    "message.created": (ev) => { if (ev.message.state !== "streaming") renderMessage(ev.message); },
+    "agent.message": (ev) => { typing.hidden = true; renderMessage(ev.message); },
+    "handoff.started": (ev) => showHandoff(ev),
+    "conversation.owner": (ev) => {
+      setStatus(ev.owner === "human" ? "Chatting with our team" : "Online");
+      if (ev.owner === "human") showNotice("A person from our team has joined the conversation.");
+      else showNotice("");
+    },
+    "feedback.saved": (ev) => {
+      const el = rendered.get(ev.message_id);
+      el?.querySelectorAll(".rate button").forEach((b) =>
+        b.setAttribute("aria-pressed", String(b.dataset.rating === ev.rating)));
+    },
+    "error": (ev) => { typing.hidden = true; showNotice(ev.detail || "Something went wrong."); },
+    "pong": () => {},
+  };
+
+  function showHandoff(h) {
+    const wait = Math.max(1, Math.round(h.estimated_wait_minutes || 1));
+    showNotice(`A person from our team will join shortly. You're number ${h.position} in the queue ` +
+               `(about ${wait} min). You can keep writing here.`);
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    ws = new WebSocket(`${scheme}://${location.host}/ws/chat/`);
+    ready = false;
+    setStatus(retry ? "Reconnecting…" : "Connecting…");
+    ws.addEventListener("open", () => {
+      ws.send(JSON.stringify({
+        type: "session.start",
+        tenant,
+        channel: document.body.classList.contains("embedded") ? "widget" : "web",
+        visitor_token: store.get("visitor_token"),
+        identity_token: identity,
+        conversation_id: store.get("conversation_id"),
+        last_message_id: lastId || null,
+      }));
+    });
+    ws.addEventListener("message", (msg) => {
+      let ev;
+      try { ev = JSON.parse(msg.data); } catch (e) { return; }
+      (handlers[ev.type] || (() => {}))(ev);
+    });
+    ws.addEventListener("close", () => {
+      ready = false;
+      setStatus("Offline — reconnecting…");
+      const delay = Math.min(15000, 500 * 2 ** retry++);
+      setTimeout(connect, delay);
+    });
+  }
+
+  connect();
+})();
