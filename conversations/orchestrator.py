@@ -448,9 +448,10 @@ def _quote_for(passage_text: str, sentence: str) -> str:
 
 def _extractive(*, query: str, passages) -> Draft:
     """Quote the best passage (and a second if it is nearly as strong), cited."""
-    chosen = [passages[0]]
-    if len(passages) > 1 and passages[1].evidence >= 0.85 * passages[0].evidence:
-        chosen.append(passages[1])
+    ranked = sorted(passages, key=lambda p: (-p.evidence, -p.score))
+    chosen = [ranked[0]]
+    if len(ranked) > 1 and ranked[1].evidence >= 0.9 * ranked[0].evidence:
+        chosen.append(ranked[1])
     parts, quotes = [], {}
     for n, passage in enumerate(chosen, start=1):
         sentences = best_sentences(query, passage.text, limit=2 if n == 1 else 1)

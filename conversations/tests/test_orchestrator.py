@@ -1,0 +1,166 @@
+"""The orchestrator end to end against real PostgreSQL search (no model worker registered, so
+answers are extractive; the generative path is tested against vLLM in test_generation.py)."""
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from conversations import orchestrator, services
+from conversations.models import Message
+from conversations.tests.helpcenter import SHIPPING_MD, index_document
+from handoffs import services as handoff_services
+from handoffs.models import Handoff
+
+
+class Recorder:
+    def __init__(self):
+        self.events = []
+
+    async def __call__(self, event):
+        self.events.append(event)
+
+    def types(self):
+        return [e["type"] for e in self.events]
+
+
+def ask(conversation, text, client_id, emit=None):
+    return async_to_sync(orchestrator.handle_customer_message)(
+        conversation=conversation,
+        client_message_id=client_id,
+        text=text,
+        emit=emit or Recorder(),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_answer_cache(settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+def test_help_center_question_gets_an_answer_citing_the_right_document(help_center, conversation):
+    events = Recorder()
+    outcome = ask(conversation, "Can I return an opened item?", "c1", events)
+    reply = outcome.reply
+    assert reply.kind == Message.Kind.EXTRACTIVE
+    assert reply.state == Message.State.DELIVERED
+    assert "store credit" in reply.text
+    assert reply.citations[0]["document_id"] == help_center["returns"].pk
+    assert reply.citations[0]["quote"] in reply.text
+    outcome.customer_message.refresh_from_db()
+    assert outcome.customer_message.state == Message.State.ANSWERED
+    assert events.types() == [
+        "message.accepted",
+        "answer.started",
+        "answer.delta",
+        "answer.completed",
+    ]
+
+
+def test_repeated_client_message_id_returns_the_saved_reply_and_never_a_second(
+    help_center, conversation
+):
+    first = ask(conversation, "How long does standard shipping take?", "same")
+    events = Recorder()
+    again = ask(conversation, "How long does standard shipping take?", "same", events)
+    assert again.duplicate
+    assert again.reply.pk == first.reply.pk
+    assert events.types() == ["message.accepted", "answer.completed"]
+    assert Message.objects.filter(conversation=conversation, role="customer").count() == 1
+    assert Message.objects.filter(conversation=conversation, role="bot").count() == 1
+
+
+def test_restricted_documents_never_reach_customers(help_center, conversation):
+    outcome = ask(
+        conversation, "How much goodwill credit can agents grant for late delivery?", "c1"
+    )
+    assert all(c["document_id"] != help_center["internal"].pk for c in outcome.reply.citations)
+    assert "$25" not in outcome.reply.text
+
+
+def test_other_tenants_documents_are_never_cited(help_center, other_help_center, conversation):
+    outcome = ask(conversation, "Do you accept returns within 365 days no questions asked?", "c1")
+    assert all(c["document_id"] != other_help_center.pk for c in outcome.reply.citations)
+    assert "365" not in outcome.reply.text
+
+
+def test_out_of_scope_question_is_refused_then_handed_off_when_weak_again(
+    help_center, conversation
+):
+    first = ask(conversation, "What is the capital of Mongolia?", "c1")
+    assert first.reply.kind in (Message.Kind.REFUSAL, Message.Kind.CLARIFY)
+    assert first.reply.citations == []
+    second = ask(conversation, "Who won the football world cup in 1998?", "c2")
+    assert second.reply.kind == Message.Kind.HANDOFF
+    assert second.handoff.reason == Handoff.Reason.WEAK_EVIDENCE
+
+
+def test_asking_for_a_human_opens_one_handoff_and_says_so(help_center, conversation):
+    events = Recorder()
+    outcome = ask(conversation, "I want to talk to a human", "c1", events)
+    assert outcome.reply.kind == Message.Kind.HANDOFF
+    assert "queue" in outcome.reply.text
+    assert "handoff.started" in events.types()
+    assert outcome.handoff.reason == Handoff.Reason.CUSTOMER_REQUEST
+    again = ask(conversation, "hello? can I speak to a person", "c2")
+    assert again.handoff.pk == outcome.handoff.pk
+    assert Handoff.objects.filter(conversation=conversation).count() == 1
+
+
+def test_bot_stays_silent_while_a_human_owns_the_conversation(help_center, conversation, agent):
+    handoff, _ = handoff_services.handoff_request(
+        conversation=conversation, reason="agent_takeover"
+    )
+    handoff_services.handoff_claim(
+        tenant_id=conversation.tenant_id,
+        handoff_id=handoff.pk,
+        agent=agent,
+        expected_version=handoff.version,
+    )
+    events = Recorder()
+    outcome = ask(conversation, "How long does standard shipping take?", "c1", events)
+    assert outcome.reply is None
+    assert events.types() == ["message.accepted"]
+    assert not Message.objects.filter(conversation=conversation, role="bot").exists()
+
+    handoff.refresh_from_db()
+    handoff_services.handoff_close(
+        tenant_id=conversation.tenant_id,
+        handoff_id=handoff.pk,
+        agent=agent,
+        expected_version=handoff.version,
+        outcome="returned_to_bot",
+    )
+    back = ask(conversation, "How long does express shipping take?", "c2")
+    assert back.reply is not None
+    assert "1-2 business days" in back.reply.text
+
+
+def test_high_risk_message_goes_to_a_person_with_priority(help_center, conversation):
+    outcome = ask(conversation, "Someone hacked my account and placed orders", "c1")
+    assert outcome.handoff.reason == Handoff.Reason.HIGH_RISK
+    assert outcome.handoff.priority == 1
+
+
+def test_answer_cache_serves_the_same_question_and_is_invalidated_by_document_changes(
+    help_center, tenant, customer
+):
+    conv_a = services.conversation_start(tenant=tenant, customer=customer)
+    conv_b = services.conversation_start(tenant=tenant, customer=customer)
+    first = ask(conv_a, "How long does express shipping take?", "a1")
+    assert not first.reply.meta.get("cached")
+    second = ask(conv_b, "how long does EXPRESS shipping take", "b1")
+    assert second.reply.meta.get("cached") is True
+    assert second.reply.text == first.reply.text
+    assert second.reply.citations == first.reply.citations
+
+    index_document(tenant, "Shipping update", SHIPPING_MD.replace("$15", "$12"))
+    conv_c = services.conversation_start(tenant=tenant, customer=customer)
+    third = ask(conv_c, "How long does express shipping take?", "c1")
+    assert not third.reply.meta.get("cached")
+
+
+def test_questions_with_personal_data_are_not_cached(help_center, tenant, customer):
+    conv_a = services.conversation_start(tenant=tenant, customer=customer)
+    conv_b = services.conversation_start(tenant=tenant, customer=customer)
+    ask(conv_a, "How long does shipping take for order A-1042?", "a1")
+    again = ask(conv_b, "How long does shipping take for order A-1042?", "b1")
+    assert not again.reply.meta.get("cached")

@@ -1,0 +1,71 @@
+"""Verification with the real MiniLM embeddings."""
+
+import pytest
+
+from conversations.verification import best_sentences, split_sentences, verify_answer
+
+RETURNS = (
+    "Unopened items can be returned within 30 days of delivery for a full refund to the original "
+    "payment method. Opened items can be returned within 30 days for store credit only. "
+    "Items marked final sale cannot be returned."
+)
+SHIPPING = (
+    "Standard shipping takes 3-5 business days. Orders over $50 ship free within the "
+    "contiguous United States. Express shipping takes 1-2 business days and costs $15."
+)
+
+
+def test_the_captured_smollm_claim_about_opened_items_is_rejected():
+    # The real vLLM fixture: "Yes, you can return…" while passages allow only store credit.
+    result = verify_answer("Yes, you can return opened items for a full refund.", [RETURNS])
+    assert result.supported == []
+    assert any("policy terms" in r or "negation" in r for r in result.checks[0].reasons)
+
+
+def test_a_faithful_sentence_is_supported_and_cited():
+    result = verify_answer(
+        "Opened items can be returned within 30 days for store credit only.", [SHIPPING, RETURNS]
+    )
+    assert len(result.supported) == 1
+    assert result.supported[0].passage_index == 2
+    assert result.text().endswith("[2]")
+
+
+def test_a_changed_number_is_rejected():
+    result = verify_answer(
+        "Unopened items can be returned within 60 days for a full refund.", [RETURNS]
+    )
+    assert result.supported == []
+    assert "numbers not in passage" in " ".join(result.checks[0].reasons)
+
+
+def test_a_dropped_negation_is_rejected():
+    result = verify_answer("Items marked final sale can be returned.", [RETURNS])
+    assert result.supported == []
+
+
+def test_a_citation_to_a_passage_that_was_not_retrieved_is_rejected():
+    result = verify_answer("Standard shipping takes 3-5 business days. [4]", [SHIPPING])
+    assert result.supported == []
+    assert "not retrieved" in " ".join(result.checks[0].reasons)
+
+
+def test_unsupported_sentences_are_dropped_and_supported_ones_kept():
+    answer = (
+        "Standard shipping takes 3-5 business days [1]. We also offer free drone delivery "
+        "to the moon."
+    )
+    result = verify_answer(answer, [SHIPPING])
+    assert [c.sentence for c in result.supported] == ["Standard shipping takes 3-5 business days."]
+    assert len(result.unsupported) == 1
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_empty_answers_have_no_sentences(text):
+    assert split_sentences(text) == []
+    assert verify_answer(text, [SHIPPING]).checks == []
+
+
+def test_best_sentences_pick_the_ones_closest_to_the_question():
+    picked = best_sentences("how much is express shipping", SHIPPING, limit=1)
+    assert picked == ["Express shipping takes 1-2 business days and costs $15."]
