@@ -385,6 +385,10 @@ def document_get(*, tenant: Tenant, document_id: int) -> Document:
     return document
 
 
+def document_find_by_title(*, tenant: Tenant, title: str) -> Document | None:
+    return Document.objects.filter(tenant=tenant, title=title).order_by("id").first()
+
+
 def document_version_get(*, tenant: Tenant, document_id: int, version: int) -> DocumentVersion:
     found = DocumentVersion.objects.filter(
         tenant=tenant, document_id=document_id, version=version
