@@ -1,4 +1,4 @@
-"""The demo tenant "acme": logins now; later parts add its help center and orders.
+"""The demo tenant "acme": logins and its help center (demo/helpcenter); later parts add orders.
 
 Idempotent: running it again changes nothing that exists. Demo passwords come from
 `DEMO_PASSWORD` or are generated once and kept in `var/demo-credentials.json` (never in git).
@@ -10,10 +10,14 @@ import json
 import os
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.db import transaction
 
+from knowledge import selectors as knowledge_selectors
+from knowledge import services as knowledge_services
 from supportbot.models import Membership, Tenant
 from supportbot.services import Actor, membership_set, tenant_create, user_ensure
 
@@ -72,7 +76,44 @@ def seed_tenant_and_logins() -> tuple[Tenant, list[DemoLogin]]:
     return tenant, logins
 
 
+HELPCENTER_DIR = Path(__file__).resolve().parent / "helpcenter"
+
+
+def seed_helpcenter(tenant: Tenant) -> tuple[int, int]:
+    """Upload the help-center documents through the normal upload path (indexed by qcluster).
+
+    Matches documents by title; the same bytes make no new version. Returns (new, changed).
+    """
+    actor = Actor.system("seed_demo")
+    manifest = json.loads((HELPCENTER_DIR / "manifest.json").read_text())
+    created = changed = 0
+    for entry in manifest["documents"]:
+        upload = ContentFile((HELPCENTER_DIR / entry["file"]).read_bytes(), name=entry["file"])
+        existing = knowledge_selectors.document_find_by_title(tenant=tenant, title=entry["title"])
+        if existing is None:
+            knowledge_services.document_upload(
+                tenant=tenant,
+                file=upload,
+                title=entry["title"],
+                audience=entry["audience"],
+                segments=entry.get("segments", []),
+                actor=actor,
+            )
+            created += 1
+        else:
+            _, new_version = knowledge_services.document_replace_file(
+                tenant=tenant, document_id=existing.pk, file=upload, actor=actor
+            )
+            changed += new_version
+    return created, changed
+
+
 def seed_all(stdout=None) -> list[DemoLogin]:
     """Seed everything the demo needs; return the logins to print."""
-    _, logins = seed_tenant_and_logins()
+    tenant, logins = seed_tenant_and_logins()
+    created, changed = seed_helpcenter(tenant)
+    if stdout is not None and (created or changed):
+        stdout.write(
+            f"Help center: {created} new and {changed} updated documents queued for indexing."
+        )
     return logins

@@ -201,6 +201,16 @@ SPECTACULAR_SETTINGS = {
 }
 API_KEY_LAST_USED_RESOLUTION_SECONDS = env.int("API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60)
 
+# --------------------------------------------------------------------------- knowledge
+KNOWLEDGE_EMBEDDINGS_BACKEND = env.str("EMBEDDINGS_BACKEND", default="local")  # local | openai
+KNOWLEDGE_EMBEDDINGS_URL = env.str("EMBEDDINGS_URL", default="")
+KNOWLEDGE_EMBEDDINGS_MODEL = env.str("EMBEDDINGS_MODEL", default="all-MiniLM-L6-v2")
+KNOWLEDGE_EMBEDDINGS_API_KEY = env.str("EMBEDDINGS_API_KEY", default="")
+KNOWLEDGE_EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=30.0)
+KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=10 * 1024 * 1024)
+KNOWLEDGE_STUCK_AFTER_SECONDS = env.int("KNOWLEDGE_STUCK_AFTER_SECONDS", default=900)
+KNOWLEDGE_EXACT_SCAN_MAX_ROWS = env.int("KNOWLEDGE_EXACT_SCAN_MAX_ROWS", default=20000)
+
 # --------------------------------------------------------------------------- logging
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

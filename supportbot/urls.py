@@ -3,12 +3,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from conversations import urls as conversation_urls
+from knowledge import urls as knowledge_urls
 from supportbot import api, health
 
 api_v1 = [
     path("tenant", api.TenantApi.as_view(), name="tenant"),
     path("audit-events", api.AuditEventListApi.as_view(), name="audit-events"),
     path("audit-events/<int:event_id>", api.AuditEventDetailApi.as_view(), name="audit-event"),
+    *knowledge_urls.api_v1,
     *conversation_urls.api_urlpatterns,
 ]
 
@@ -19,5 +21,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
+    *knowledge_urls.pages,
     *conversation_urls.page_urlpatterns,
 ]

@@ -1,0 +1,427 @@
+"""Reads of the knowledge app: hybrid passage search, citations, documents. Always per tenant.
+
+Search runs three candidate lists inside SQL with the tenant and audience filters in each
+WHERE clause (never applied afterwards): full text (`websearch_to_tsquery`, OR-ed terms,
+`ts_rank_cd`), vector (cosine; exact scan over the tenant's rows when they are few, HNSW with
+iterative scan when they are many) and trigram (codes and misspelled words). The lists are
+fused with Reciprocal Rank Fusion (k=60).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import QuerySet
+from django.urls import reverse
+from pgvector import Vector
+
+from knowledge.embeddings import embed_query
+from knowledge.models import Chunk, Document, DocumentVersion, TenantKnowledge
+from supportbot.errors import NotFound
+from supportbot.models import Tenant
+
+RRF_K = 60
+CANDIDATES = 30
+MAX_QUERY_CHARS = 1000
+# Evidence: cosine similarity mapped linearly from [LOW, HIGH] onto [0, 1], blended with the
+# share of the query's words the passage contains. Calibrated on the demo evaluation set.
+COSINE_LOW, COSINE_HIGH = 0.15, 0.60
+EVIDENCE_COSINE_WEIGHT = 0.7
+STRONG_EVIDENCE, WEAK_EVIDENCE = 0.6, 0.35
+TRIGRAM_THRESHOLD = 0.5
+_CODE_RE = re.compile(r"\b[A-Za-z]{0,6}-?\d[\w-]*\b")
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]{4,}")
+
+VectorPlan = Literal["auto", "exact", "hnsw"]
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who is asking: a customer (with optional segments) or an agent (sees every document)."""
+
+    kind: str = "customer"  # "customer" | "agent"
+    segments: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("customer", "agent"):
+            raise ValueError(f"Unknown audience kind {self.kind!r}.")
+
+    @classmethod
+    def customer(cls, segments=()) -> Audience:
+        return cls(kind="customer", segments=tuple(s.strip().lower() for s in segments if s))
+
+    @classmethod
+    def agent(cls) -> Audience:
+        return cls(kind="agent")
+
+
+@dataclass(frozen=True)
+class Passage:
+    chunk_id: int
+    document_id: int
+    document_version: int
+    title: str
+    heading_path: list[str]
+    span: tuple[int, int]
+    text: str
+    score: float  # fused RRF score
+    evidence: float  # 0..1 evidence strength of this passage for the query
+    url: str  # public page of the source passage, "" when customers cannot read it
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: str
+    passages: list[Passage]
+    strength: str  # "strong" | "weak" | "none"
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- filters
+
+
+def _filter_sql(*, tenant: Tenant, audience: Audience) -> tuple[str, list]:
+    """The WHERE clause every candidate query shares: tenant, searchable, audience."""
+    sql = "c.tenant_id = %s AND c.is_live"
+    params: list = [tenant.pk]
+    if audience.kind == "customer":
+        if audience.segments:
+            sql += (
+                " AND (c.audience = 'public'"
+                " OR (c.audience = 'segments' AND c.segments && %s::varchar[]))"
+            )
+            params.append(list(audience.segments))
+        else:
+            sql += " AND c.audience = 'public'"
+    return sql, params
+
+
+# --------------------------------------------------------------------------- candidate lists
+
+
+def fulltext_candidates(
+    *, tenant: Tenant, query: str, audience: Audience, limit: int = CANDIDATES
+) -> list[tuple[int, float]]:
+    """Chunk ids ranked by `ts_rank_cd` for any of the query's terms (phrases kept)."""
+    where, params = _filter_sql(tenant=tenant, audience=audience)
+    sql = f"""
+        WITH q AS (
+            SELECT replace(websearch_to_tsquery('english', %s)::text, ' & ', ' | ')::tsquery AS q
+        )
+        SELECT c.id, ts_rank_cd(c.search_vector, q.q) AS rank
+        FROM knowledge_chunk c, q
+        WHERE {where} AND c.search_vector @@ q.q
+        ORDER BY rank DESC, c.id
+        LIMIT %s
+    """  # noqa: S608 - `where` is built from constants; values are parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [query, *params, limit])
+        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def tenant_live_chunk_count(*, tenant: Tenant, cap: int) -> int:
+    """Count the tenant's searchable chunks, stopping at `cap` (a bounded index-only scan)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM knowledge_chunk "
+            "WHERE tenant_id = %s AND is_live LIMIT %s) t",
+            [tenant.pk, cap],
+        )
+        return cursor.fetchone()[0]
+
+
+def vector_candidates(
+    *,
+    tenant: Tenant,
+    embedding: list[float],
+    audience: Audience,
+    limit: int = CANDIDATES,
+    plan: VectorPlan = "auto",
+) -> tuple[list[tuple[int, float]], str]:
+    """Chunk ids by cosine distance, and the plan used ("exact" or "hnsw").
+
+    The planner alone picks a slow filtered HNSW path for small tenants (see DESIGN.md), so
+    the plan is chosen here: an exact distance sort over the tenant's rows (B-tree on tenant)
+    when they are at most KNOWLEDGE_EXACT_SCAN_MAX_ROWS, else HNSW with iterative scan.
+    """
+    if plan == "auto":
+        cap = settings.KNOWLEDGE_EXACT_SCAN_MAX_ROWS
+        plan = "exact" if tenant_live_chunk_count(tenant=tenant, cap=cap + 1) <= cap else "hnsw"
+    where, params = _filter_sql(tenant=tenant, audience=audience)
+    vector = Vector(embedding)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if plan == "exact":
+            # "+ 0" keeps the ORDER BY from matching the HNSW index: an exact sort.
+            cursor.execute(
+                f"SELECT c.id, c.embedding <=> %s AS d FROM knowledge_chunk c "  # noqa: S608
+                f"WHERE {where} ORDER BY (c.embedding <=> %s) + 0, c.id LIMIT %s",
+                [vector, *params, vector, limit],
+            )
+        else:
+            cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(100, limit))])
+            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            cursor.execute(
+                f"WITH nn AS MATERIALIZED ("  # noqa: S608
+                f" SELECT c.id, c.embedding <=> %s AS d FROM knowledge_chunk c"
+                f" WHERE {where} ORDER BY c.embedding <=> %s LIMIT %s"
+                f") SELECT id, d FROM nn ORDER BY d, id",
+                [vector, *params, vector, limit],
+            )
+        return [(row[0], float(row[1])) for row in cursor.fetchall()], plan
+
+
+def _trigram_terms(*, tenant: Tenant, query: str) -> list[str]:
+    """Code-like tokens (A-1042, TR-2210) and words the tenant's full text does not know
+    (likely misspellings): the cases full text and the embedding model handle badly."""
+    codes = [m.group() for m in _CODE_RE.finditer(query)]
+    words = [w.lower() for w in _WORD_RE.findall(query) if w not in codes]
+    unknown: list[str] = []
+    if words:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT w FROM unnest(%s::text[]) AS w "
+                "WHERE numnode(plainto_tsquery('english', w)) > 0 AND NOT EXISTS ("
+                " SELECT 1 FROM knowledge_chunk c WHERE c.tenant_id = %s AND c.is_live"
+                " AND c.search_vector @@ plainto_tsquery('english', w))",
+                [words[:12], tenant.pk],
+            )
+            unknown = [row[0] for row in cursor.fetchall()]
+    return list(dict.fromkeys([*codes, *unknown]))[:6]
+
+
+def trigram_candidates(
+    *, tenant: Tenant, terms: list[str], audience: Audience, limit: int = CANDIDATES
+) -> list[tuple[int, float]]:
+    """Chunk ids containing words similar to `terms` (pg_trgm word similarity, GIN-indexed)."""
+    if not terms:
+        return []
+    where, params = _filter_sql(tenant=tenant, audience=audience)
+    matches = " OR ".join(["%s <%% c.text"] * len(terms))
+    scores = " + ".join(["word_similarity(%s, c.text)"] * len(terms))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true)",
+            [str(TRIGRAM_THRESHOLD)],
+        )
+        cursor.execute(
+            f"SELECT c.id, {scores} AS s FROM knowledge_chunk c "  # noqa: S608
+            f"WHERE {where} AND ({matches}) ORDER BY s DESC, c.id LIMIT %s",
+            [*terms, *params, *terms, limit],
+        )
+        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def rrf_fuse(ranked_lists: list[list[int]], *, k: int = RRF_K) -> dict[int, float]:
+    """Reciprocal Rank Fusion: sum of 1 / (k + rank) over the lists an id appears in."""
+    scores: dict[int, float] = {}
+    for ids in ranked_lists:
+        for rank, chunk_id in enumerate(ids, start=1):
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+# --------------------------------------------------------------------------- search
+
+
+def search_passages(
+    *, tenant: Tenant, query: str, audience: Audience, limit: int = 8, mode: str = "hybrid"
+) -> SearchResult:
+    """Find the passages `audience` may see that best answer `query`.
+
+    `mode` is "hybrid" (default), "fulltext" or "vector" (the single lists, for evaluation).
+    Each passage carries an evidence strength; `strength` summarizes the best one so callers
+    can refuse to answer from weak evidence.
+    """
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    query = (query or "").strip()[:MAX_QUERY_CHARS]
+    if not query:
+        return SearchResult(query=query, passages=[], strength="none", timings_ms={})
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        timings[name] = round((now - since) * 1000, 2)
+        return now
+
+    t = time.perf_counter()
+    embedding = embed_query(query)
+    t = lap("embed", t)
+    lists: list[list[int]] = []
+    if mode in ("hybrid", "fulltext"):
+        lists.append(
+            [i for i, _ in fulltext_candidates(tenant=tenant, query=query, audience=audience)]
+        )
+        t = lap("fulltext", t)
+    if mode in ("hybrid", "vector"):
+        ranked, plan = vector_candidates(tenant=tenant, embedding=embedding, audience=audience)
+        lists.append([i for i, _ in ranked])
+        t = lap(f"vector_{plan}", t)
+    if mode == "hybrid":
+        terms = _trigram_terms(tenant=tenant, query=query)
+        lists.append(
+            [i for i, _ in trigram_candidates(tenant=tenant, terms=terms, audience=audience)]
+        )
+        t = lap("trigram", t)
+    fused = rrf_fuse(lists)
+    top = sorted(fused, key=lambda i: (-fused[i], i))[: max(1, limit)]
+    passages = _passages_fetch(
+        tenant=tenant, chunk_ids=top, audience=audience, query=query, embedding=embedding
+    )
+    passages = sorted(
+        (
+            Passage(**{**p.__dict__, "score": round(fused[p.chunk_id], 6)})
+            for p in passages
+            if p.chunk_id in fused
+        ),
+        key=lambda p: (-p.score, p.chunk_id),
+    )
+    lap("fetch", t)
+    timings["total"] = round((time.perf_counter() - started) * 1000, 2)
+    best = max((p.evidence for p in passages), default=0.0)
+    strength = "strong" if best >= STRONG_EVIDENCE else "weak" if best >= WEAK_EVIDENCE else "none"
+    return SearchResult(query=query, passages=passages, strength=strength, timings_ms=timings)
+
+
+def _passages_fetch(
+    *,
+    tenant: Tenant,
+    chunk_ids: list[int],
+    audience: Audience | None,
+    query: str = "",
+    embedding: list[float] | None = None,
+) -> list[Passage]:
+    """Load passages by id (filters applied again); with a query, compute their evidence."""
+    if not chunk_ids:
+        return []
+    if audience is None:
+        where, params = "c.tenant_id = %s", [tenant.pk]
+    else:
+        where, params = _filter_sql(tenant=tenant, audience=audience)
+    evidence_sql = "0.0, 0.0"
+    evidence_params: list = []
+    if embedding is not None:
+        evidence_sql = (
+            "1 - (c.embedding <=> %s),"
+            " (SELECT count(*) FILTER ("
+            "   WHERE c.search_vector @@ to_tsquery('english', quote_literal(w))"
+            " )::float / greatest(count(*), 1)"
+            " FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS w)"
+        )
+        evidence_params = [Vector(embedding), query]
+    sql = f"""
+        SELECT c.id, c.document_id, c.version, d.title, c.heading_path, c.span_start,
+               c.span_end, c.text, c.audience, {evidence_sql}
+        FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id
+        WHERE c.id = ANY(%s) AND {where}
+    """  # noqa: S608 - fragments are constants; values are parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*evidence_params, list(chunk_ids), *params])
+        rows = cursor.fetchall()
+    passages = []
+    for cid, doc_id, version, title, path, start, end, text, aud, cosine, coverage in rows:
+        evidence = 0.0
+        if embedding is not None:
+            scaled = (float(cosine) - COSINE_LOW) / (COSINE_HIGH - COSINE_LOW)
+            scaled = min(1.0, max(0.0, scaled))
+            w = EVIDENCE_COSINE_WEIGHT
+            evidence = round(min(1.0, w * scaled + (1 - w) * float(coverage)), 4)
+        url = ""
+        if aud == Document.Audience.PUBLIC:
+            page = reverse("knowledge-page-version", args=[tenant.slug, doc_id, version])
+            url = f"{page}#chunk-{cid}"
+        passages.append(
+            Passage(
+                chunk_id=cid,
+                document_id=doc_id,
+                document_version=version,
+                title=title,
+                heading_path=list(path),
+                span=(start, end),
+                text=text,
+                score=0.0,
+                evidence=evidence,
+                url=url,
+            )
+        )
+    return passages
+
+
+def chunk_get_many(*, tenant: Tenant, chunk_ids: list[int]) -> list[Passage]:
+    """Passages by chunk id, in the given order, for re-checking citations.
+
+    Chunks of superseded versions are returned too (answers keep citing the version they
+    used); ids of other tenants or deleted documents are left out. Score and evidence are 0.
+    """
+    by_id = {
+        p.chunk_id: p for p in _passages_fetch(tenant=tenant, chunk_ids=chunk_ids, audience=None)
+    }
+    return [by_id[i] for i in chunk_ids if i in by_id]
+
+
+def knowledge_version(*, tenant: Tenant) -> str:
+    """A token that changes whenever any of the tenant's documents changes."""
+    revision = (
+        TenantKnowledge.objects.filter(tenant=tenant).values_list("revision", flat=True).first()
+    )
+    return f"r{revision or 0}"
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def document_list(*, tenant: Tenant) -> QuerySet[Document]:
+    return Document.objects.filter(tenant=tenant).order_by("-created_at", "-id")
+
+
+def document_get(*, tenant: Tenant, document_id: int) -> Document:
+    document = Document.objects.filter(tenant=tenant, pk=document_id).first()
+    if document is None:
+        raise NotFound("No such knowledge document.")
+    return document
+
+
+def document_find_by_title(*, tenant: Tenant, title: str) -> Document | None:
+    return Document.objects.filter(tenant=tenant, title=title).order_by("id").first()
+
+
+def document_version_get(*, tenant: Tenant, document_id: int, version: int) -> DocumentVersion:
+    found = DocumentVersion.objects.filter(
+        tenant=tenant, document_id=document_id, version=version
+    ).first()
+    if found is None:
+        raise NotFound("No such document version.")
+    return found
+
+
+@dataclass(frozen=True)
+class PublicPage:
+    tenant: Tenant
+    document: Document
+    version: int
+    chunks: list[Chunk]
+
+
+def document_public_page(
+    *, tenant_slug: str, document_id: int, version: int | None = None
+) -> PublicPage:
+    """A public, ready document's chunks (its live version, or an older cited version)."""
+    tenant = Tenant.objects.filter(slug=tenant_slug, is_active=True).first()
+    document = (
+        Document.objects.filter(
+            tenant=tenant, pk=document_id, audience=Document.Audience.PUBLIC
+        ).first()
+        if tenant
+        else None
+    )
+    if document is None or document.live_version is None:
+        raise NotFound("No such public document.")
+    version = version or document.live_version
+    chunks = list(Chunk.objects.filter(tenant=tenant, document=document, version=version))
+    if not chunks:
+        raise NotFound("No such version of this document.")
+    return PublicPage(tenant=tenant, document=document, version=version, chunks=chunks)

@@ -1,0 +1,469 @@
+"""Writes of the knowledge app: upload, replace, edit and delete documents; index a version.
+
+Indexing (`document_index`) is the one non-atomic service: its progress has to be visible
+while it runs. Every step it takes is a conditional update on (document, version), so a run
+for a superseded version or a second run of the same version cannot clobber newer state, and
+the chunks of a version are stored in one transaction that also makes them live.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from datetime import timedelta
+from functools import partial
+from pathlib import PurePath
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.base import ContentFile
+from django.db import connection, transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from knowledge.chunking import ChunkDraft, chunk_document
+from knowledge.embeddings import BATCH_SIZE, embed_texts
+from knowledge.extraction import ExtractionError, detect_content_type, extract
+from knowledge.models import Chunk, Document, DocumentVersion
+from supportbot.errors import ApplicationError, Conflict, NotFound
+from supportbot.models import Tenant
+from supportbot.services import Actor, audit_event_record
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+SEGMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
+INDEX_TASK = "knowledge.tasks.document_index_task"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _file_read(*, file: File, declared_type: str) -> tuple[bytes, str]:
+    """Read an acceptable upload; return its bytes and content type, or raise 400/413."""
+    limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
+    size = file.size if file.size is not None else 0
+    if size > limit:
+        raise ApplicationError(
+            f"The file is {size} bytes; the limit is {limit} bytes.",
+            code="file_too_large",
+            field="file",
+            status=413,
+        )
+    file.seek(0)
+    data = file.read(limit + 1)
+    if len(data) > limit:
+        raise ApplicationError(
+            f"The file is larger than the limit of {limit} bytes.",
+            code="file_too_large",
+            field="file",
+            status=413,
+        )
+    if not data.strip():
+        raise ApplicationError("The file is empty.", code="empty_file", field="file")
+    filename = PurePath(file.name or "").name
+    content_type = detect_content_type(filename=filename, declared=declared_type, head=data[:1024])
+    if content_type is None:
+        raise ApplicationError(
+            f"Unsupported file type for {filename!r}: upload PDF, HTML, Markdown or plain text "
+            "(.pdf, .html, .htm, .md, .txt).",
+            code="unsupported_type",
+            field="file",
+        )
+    return data, content_type
+
+
+def _audience_checked(*, audience: str, segments: list[str] | tuple[str, ...]) -> list[str]:
+    """Return the normalized segment list for `audience`; raise 400 when they do not fit."""
+    if audience not in Document.Audience.values:
+        raise ApplicationError(
+            f"Unknown audience {audience!r}: use one of {', '.join(Document.Audience.values)}.",
+            field="audience",
+        )
+    cleaned = sorted({s.strip().lower() for s in segments if s and s.strip()})
+    if audience != Document.Audience.SEGMENTS:
+        if cleaned:
+            raise ApplicationError(
+                "Segments are only allowed with audience 'segments'.", field="segments"
+            )
+        return []
+    if not cleaned:
+        raise ApplicationError("Audience 'segments' needs at least one segment.", field="segments")
+    for segment in cleaned:
+        if not SEGMENT_RE.match(segment):
+            raise ApplicationError(
+                f"Invalid segment {segment!r}: use lowercase letters, digits, '-' or '_'.",
+                field="segments",
+            )
+    return cleaned
+
+
+def _enqueue_index(document: Document) -> None:
+    transaction.on_commit(
+        partial(async_task, INDEX_TASK, document.pk, document.version, group="knowledge-index")
+    )
+
+
+def knowledge_revision_bump(*, tenant: Tenant) -> None:
+    """Advance the tenant's knowledge revision (part of answer-cache keys)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO knowledge_tenantknowledge (tenant_id, revision) VALUES (%s, 1) "
+            "ON CONFLICT (tenant_id) DO UPDATE "
+            "SET revision = knowledge_tenantknowledge.revision + 1",
+            [tenant.pk],
+        )
+
+
+def _version_create(
+    *, document: Document, version: int, data: bytes, filename: str, content_type: str, user
+) -> DocumentVersion:
+    document_version = DocumentVersion(
+        tenant=document.tenant,
+        document=document,
+        version=version,
+        filename=filename,
+        content_type=content_type,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        uploaded_by=user,
+    )
+    document_version.file.save(PurePath(filename).name, ContentFile(data), save=False)
+    document_version.save()
+    return document_version
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@transaction.atomic
+def document_upload(
+    *,
+    tenant: Tenant,
+    file: File,
+    declared_type: str = "",
+    title: str = "",
+    audience: str = Document.Audience.PUBLIC,
+    segments: list[str] | tuple[str, ...] = (),
+    actor: Actor,
+    user=None,
+) -> Document:
+    """Store a new document (version 1, status pending) and index it after commit."""
+    data, content_type = _file_read(file=file, declared_type=declared_type)
+    filename = PurePath(file.name).name
+    segments = _audience_checked(audience=audience, segments=segments)
+    title = (title or "").strip() or PurePath(filename).stem.replace("-", " ").replace("_", " ")
+    if len(title) > 300:
+        raise ApplicationError("The title is longer than 300 characters.", field="title")
+    document = Document.objects.create(
+        tenant=tenant, title=title, audience=audience, segments=segments, uploaded_by=user
+    )
+    _version_create(
+        document=document,
+        version=1,
+        data=data,
+        filename=filename,
+        content_type=content_type,
+        user=user,
+    )
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="knowledge.document.uploaded",
+        target_type="knowledge_document",
+        target_id=document.pk,
+        data={"title": title, "filename": filename, "size": len(data), "audience": audience},
+    )
+    knowledge_revision_bump(tenant=tenant)
+    _enqueue_index(document)
+    return document
+
+
+@transaction.atomic
+def document_replace_file(
+    *,
+    tenant: Tenant,
+    document_id: int,
+    file: File,
+    declared_type: str = "",
+    actor: Actor,
+    user=None,
+) -> tuple[Document, bool]:
+    """Upload a new file for a document; return (document, whether a new version was made).
+
+    The same bytes as the newest version make no new version (uploads are idempotent). The
+    previous ready version stays searchable until the new one is ready, and its chunks are
+    kept so answers that cited it still resolve.
+    """
+    data, content_type = _file_read(file=file, declared_type=declared_type)
+    filename = PurePath(file.name).name
+    document = Document.objects.select_for_update().filter(tenant=tenant, pk=document_id).first()
+    if document is None:
+        raise NotFound("No such knowledge document.")
+    newest = document.versions.order_by("-version").first()
+    if newest is not None and newest.sha256 == hashlib.sha256(data).hexdigest():
+        return document, False
+    document.version += 1
+    document.status = Document.Status.PENDING
+    document.error = ""
+    document.chunks_done = document.chunks_total = document.attempts = 0
+    document.save()
+    _version_create(
+        document=document,
+        version=document.version,
+        data=data,
+        filename=filename,
+        content_type=content_type,
+        user=user,
+    )
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="knowledge.document.replaced",
+        target_type="knowledge_document",
+        target_id=document.pk,
+        data={"version": document.version, "filename": filename, "size": len(data)},
+    )
+    knowledge_revision_bump(tenant=tenant)
+    _enqueue_index(document)
+    return document, True
+
+
+@transaction.atomic
+def document_update(
+    *,
+    tenant: Tenant,
+    document_id: int,
+    title: str | None = None,
+    audience: str | None = None,
+    segments: list[str] | tuple[str, ...] | None = None,
+    actor: Actor,
+) -> Document:
+    """Change title or audience; chunks get the new audience in the same transaction."""
+    document = Document.objects.select_for_update().filter(tenant=tenant, pk=document_id).first()
+    if document is None:
+        raise NotFound("No such knowledge document.")
+    changes: dict = {}
+    if title is not None and title.strip() and title.strip() != document.title:
+        document.title = changes["title"] = title.strip()[:300]
+    if audience is not None or segments is not None:
+        new_audience = audience if audience is not None else document.audience
+        new_segments = _audience_checked(
+            audience=new_audience,
+            segments=segments if segments is not None else document.segments,
+        )
+        if (new_audience, new_segments) != (document.audience, document.segments):
+            document.audience, document.segments = new_audience, new_segments
+            changes.update(audience=new_audience, segments=new_segments)
+            Chunk.objects.filter(document=document).update(
+                audience=new_audience, segments=new_segments
+            )
+    if not changes:
+        return document
+    document.save()
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="knowledge.document.updated",
+        target_type="knowledge_document",
+        target_id=document.pk,
+        data=changes,
+    )
+    knowledge_revision_bump(tenant=tenant)
+    return document
+
+
+@transaction.atomic
+def document_delete(*, tenant: Tenant, document_id: int, actor: Actor) -> None:
+    """Delete a document, all its versions, files and chunks (audited)."""
+    document = Document.objects.select_for_update().filter(tenant=tenant, pk=document_id).first()
+    if document is None:
+        raise NotFound("No such knowledge document.")
+    files = [v.file.name for v in document.versions.all() if v.file]
+    chunk_count = Chunk.objects.filter(document=document).count()
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="knowledge.document.deleted",
+        target_type="knowledge_document",
+        target_id=document.pk,
+        data={"title": document.title, "versions": document.version, "chunks": chunk_count},
+    )
+    document.delete()
+    knowledge_revision_bump(tenant=tenant)
+    storage = DocumentVersion._meta.get_field("file").storage
+    transaction.on_commit(lambda: [storage.delete(name) for name in files])
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+def _status_set(*, document_id: int, version: int, **fields) -> bool:
+    """Update the document only if `version` is still its newest; return whether it was."""
+    fields["updated_at"] = timezone.now()
+    return bool(
+        Document.objects.filter(pk=document_id, version=version)
+        .exclude(status=Document.Status.READY, live_version=version)
+        .update(**fields)
+    )
+
+
+def _fail(*, document: Document, version: int, error: str) -> None:
+    logger.warning("knowledge document %s v%s failed: %s", document.pk, version, error)
+    if _status_set(
+        document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
+    ):
+        knowledge_revision_bump(tenant=document.tenant)
+
+
+def document_index(*, document_id: int, version: int) -> Document | None:
+    """Extract, chunk, embed and store one document version; safe to run twice.
+
+    Does nothing for a deleted document, a superseded version, a version already ready, or
+    one that failed (a new upload or `document_reindex` starts over). A crash leaves the
+    document in a non-final state for `documents_sweep_stuck` to pick up.
+    """
+    document = Document.objects.select_related("tenant").filter(pk=document_id).first()
+    if document is None or document.version != version:
+        return document
+    if document.status == Document.Status.FAILED or (
+        document.status == Document.Status.READY and document.live_version == version
+    ):
+        return document
+    if not _status_set(
+        document_id=document_id,
+        version=version,
+        status=Document.Status.EXTRACTING,
+        attempts=document.attempts + 1,
+        error="",
+    ):
+        return document
+    source = DocumentVersion.objects.get(document_id=document_id, version=version)
+    try:
+        with source.file.open("rb") as fh:
+            data = fh.read()
+        extracted = extract(data=data, content_type=source.content_type)
+        drafts = chunk_document(extracted)
+        if not drafts:
+            raise ExtractionError("The file has headings but no body text to index.")
+    except ExtractionError as exc:
+        _fail(document=document, version=version, error=str(exc))
+        return Document.objects.filter(pk=document_id).first()
+    DocumentVersion.objects.filter(pk=source.pk).update(text=extracted.text)
+
+    _status_set(
+        document_id=document_id,
+        version=version,
+        status=Document.Status.EMBEDDING,
+        chunks_total=len(drafts),
+        chunks_done=0,
+    )
+    inputs = [_embedding_input(document.title, draft) for draft in drafts]
+    vectors: list[list[float]] = []
+    for i in range(0, len(inputs), BATCH_SIZE):
+        vectors.extend(embed_texts(inputs[i : i + BATCH_SIZE]))
+        _status_set(document_id=document_id, version=version, chunks_done=len(vectors))
+    return _chunks_store(document_id=document_id, version=version, drafts=drafts, vectors=vectors)
+
+
+def _embedding_input(title: str, draft: ChunkDraft) -> str:
+    """Embed the passage with its place in the document, as a reader would see it."""
+    context = " > ".join([title, *[h for h in draft.heading_path if h != title]])
+    return f"{context}\n{draft.text}"
+
+
+@transaction.atomic
+def _chunks_store(
+    *, document_id: int, version: int, drafts: list[ChunkDraft], vectors: list[list[float]]
+) -> Document | None:
+    """Store a version's chunks, make them the live ones and mark the document ready."""
+    document = Document.objects.select_for_update().filter(pk=document_id).first()
+    if document is None or document.version != version:
+        return document
+    if not Chunk.objects.filter(document=document, version=version).exists():
+        Chunk.objects.filter(document=document, is_live=True).update(is_live=False)
+        Chunk.objects.bulk_create(
+            Chunk(
+                tenant_id=document.tenant_id,
+                document=document,
+                version=version,
+                ordinal=i,
+                text=draft.text,
+                heading_path=draft.heading_path,
+                context=" > ".join([document.title, *draft.heading_path])[:1000],
+                span_start=draft.start,
+                span_end=draft.end,
+                embedding=vector,
+                audience=document.audience,
+                segments=document.segments,
+                is_live=True,
+            )
+            for i, (draft, vector) in enumerate(zip(drafts, vectors, strict=True))
+        )
+    document.live_version = version
+    document.status = Document.Status.READY
+    document.error = ""
+    document.chunks_total = document.chunks_done = len(drafts)
+    document.save()
+    knowledge_revision_bump(tenant=document.tenant)
+    return document
+
+
+@transaction.atomic
+def document_reindex(*, tenant: Tenant, document_id: int, actor: Actor) -> Document:
+    """Index a failed document's newest version again (e.g. after the embedder was down)."""
+    document = Document.objects.select_for_update().filter(tenant=tenant, pk=document_id).first()
+    if document is None:
+        raise NotFound("No such knowledge document.")
+    if document.status != Document.Status.FAILED:
+        raise Conflict(
+            f"Only failed documents can be re-indexed; this one is {document.status}.",
+            field="status",
+        )
+    document.status = Document.Status.PENDING
+    document.error = ""
+    document.chunks_done = document.chunks_total = document.attempts = 0
+    document.save()
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="knowledge.document.reindexed",
+        target_type="knowledge_document",
+        target_id=document.pk,
+        data={"version": document.version},
+    )
+    knowledge_revision_bump(tenant=tenant)
+    _enqueue_index(document)
+    return document
+
+
+@transaction.atomic
+def documents_sweep_stuck() -> list[int]:
+    """Re-enqueue documents stuck in a non-final state; fail those out of attempts.
+
+    A worker that died mid-document leaves it pending/extracting/embedding with an old
+    `updated_at`. Returns the ids that were re-enqueued.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_STUCK_AFTER_SECONDS)
+    stuck = (
+        Document.objects.select_for_update(skip_locked=True)
+        .select_related("tenant")
+        .exclude(status__in=Document.FINAL_STATUSES)
+        .filter(updated_at__lt=cutoff)
+    )
+    requeued = []
+    for document in stuck:
+        if document.attempts >= MAX_ATTEMPTS:
+            document.status = Document.Status.FAILED
+            document.error = (
+                f"Indexing did not finish after {document.attempts} attempts; "
+                "check the worker logs, then re-index."
+            )
+            document.save()
+            knowledge_revision_bump(tenant=document.tenant)
+            continue
+        document.save(update_fields=["updated_at"])
+        _enqueue_index(document)
+        requeued.append(document.pk)
+    return requeued

@@ -1,0 +1,16 @@
+"""django-q2 tasks of the knowledge app: take ids, call a service, safe to run twice."""
+
+from __future__ import annotations
+
+from knowledge import services
+
+
+def document_index_task(document_id: int, version: int) -> str:
+    """Index one document version; return the document's resulting status."""
+    document = services.document_index(document_id=document_id, version=version)
+    return document.status if document is not None else "deleted"
+
+
+def documents_sweep_task() -> list[int]:
+    """Re-enqueue documents a dead worker left half-indexed (scheduled every few minutes)."""
+    return services.documents_sweep_stuck()
