@@ -232,3 +232,46 @@ if not DEBUG and not EMBEDDED_SECRET:
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# --------------------------------------------------------------------------- inference
+# The vLLM worker pool (inference app). Every value can be set from the environment; the app
+# reads them through `inference.config.get_config()`, never at import time.
+INFERENCE = {
+    # External fleet: comma-separated base URLs, each optionally `url|role|model`.
+    "WORKERS": env.str("INFERENCE_WORKERS", default=""),
+    "DEVICE": env.str("INFERENCE_DEVICE", default="auto"),  # auto | cpu | gpu
+    "VLLM_PYTHON": env.str(
+        "INFERENCE_VLLM_PYTHON", default=str(BASE_DIR / ".venv-vllm" / "bin" / "python")
+    ),
+    "MODEL_DIR": env.str("INFERENCE_MODEL_DIR", default=str(VAR_DIR / "models" / "smollm2-135m")),
+    "GPU_MODEL": env.str("INFERENCE_GPU_MODEL", default=""),
+    "SERVED_MODEL_NAME": env.str("INFERENCE_SERVED_MODEL_NAME", default="smollm2-135m"),
+    "HOST": env.str("INFERENCE_HOST", default="127.0.0.1"),
+    "BASE_PORT": env.int("INFERENCE_BASE_PORT", default=8100),
+    "MAX_MODEL_LEN": env.int("INFERENCE_MAX_MODEL_LEN", default=4096),
+    "MAX_NUM_SEQS": env.int("INFERENCE_MAX_NUM_SEQS", default=16),
+    "GPU_MEMORY_UTILIZATION": env.float("INFERENCE_GPU_MEMORY_UTILIZATION", default=0.9),
+    "TENSOR_PARALLEL_SIZE": env.int("INFERENCE_TENSOR_PARALLEL_SIZE", default=1),
+    "ENABLE_PREFIX_CACHING": env.bool("INFERENCE_ENABLE_PREFIX_CACHING", default=True),
+    "CPU_KVCACHE_SPACE_GB": env.int("INFERENCE_CPU_KVCACHE_SPACE_GB", default=2),
+    "ENFORCE_EAGER": env.bool("INFERENCE_ENFORCE_EAGER", default=True),
+    "START_TIMEOUT_S": env.float("INFERENCE_START_TIMEOUT_S", default=300.0),
+    "DRAIN_TIMEOUT_S": env.float("INFERENCE_DRAIN_TIMEOUT_S", default=30.0),
+    "POLL_INTERVAL_S": env.float("INFERENCE_POLL_INTERVAL_S", default=1.0),
+    "STALE_AFTER_S": env.float("INFERENCE_STALE_AFTER_S", default=3.0),
+    "CONNECT_TIMEOUT_S": env.float("INFERENCE_CONNECT_TIMEOUT_S", default=2.0),
+    "FIRST_BYTE_TIMEOUT_S": env.float("INFERENCE_FIRST_BYTE_TIMEOUT_S", default=20.0),
+    "IDLE_TIMEOUT_S": env.float("INFERENCE_IDLE_TIMEOUT_S", default=20.0),
+    "MAX_ATTEMPTS": env.int("INFERENCE_MAX_ATTEMPTS", default=3),
+    "BREAKER_FAILURES": env.int("INFERENCE_BREAKER_FAILURES", default=3),
+    "BREAKER_RESET_S": env.float("INFERENCE_BREAKER_RESET_S", default=10.0),
+    "QUEUE_DEADLINE_S": env.float("INFERENCE_QUEUE_DEADLINE_S", default=5.0),
+    "WORKER_MAX_WAITING": env.int("INFERENCE_WORKER_MAX_WAITING", default=8),
+    "WORKER_MAX_KV": env.float("INFERENCE_WORKER_MAX_KV", default=0.95),
+    "TENANT_TOKENS_PER_MINUTE": env.int("INFERENCE_TENANT_TOKENS_PER_MINUTE", default=60000),
+    "TENANT_TOKEN_BURST": env.int("INFERENCE_TENANT_TOKEN_BURST", default=20000),
+    "TENANT_MAX_CONCURRENCY": env.int("INFERENCE_TENANT_MAX_CONCURRENCY", default=8),
+    "MAX_INPUT_TOKENS": env.int("INFERENCE_MAX_INPUT_TOKENS", default=3000),
+    "MAX_OUTPUT_TOKENS": env.int("INFERENCE_MAX_OUTPUT_TOKENS", default=1024),
+    "METRICS_BEARER_TOKEN": env.str("METRICS_BEARER_TOKEN", default=""),
+}

@@ -1,0 +1,58 @@
+"""Typed view of `settings.INFERENCE`, read when called (never at import time)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    workers: str = ""
+    device: str = "auto"
+    vllm_python: str = ".venv-vllm/bin/python"
+    model_dir: str = "var/models/smollm2-135m"
+    gpu_model: str = ""
+    served_model_name: str = "smollm2-135m"
+    host: str = "127.0.0.1"
+    base_port: int = 8100
+    max_model_len: int = 4096
+    max_num_seqs: int = 16
+    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = 1
+    enable_prefix_caching: bool = True
+    cpu_kvcache_space_gb: int = 2
+    enforce_eager: bool = True
+    start_timeout_s: float = 300.0
+    drain_timeout_s: float = 30.0
+    poll_interval_s: float = 1.0
+    stale_after_s: float = 3.0
+    connect_timeout_s: float = 2.0
+    first_byte_timeout_s: float = 20.0
+    idle_timeout_s: float = 20.0
+    max_attempts: int = 3
+    breaker_failures: int = 3
+    breaker_reset_s: float = 10.0
+    queue_deadline_s: float = 5.0
+    worker_max_waiting: int = 8
+    worker_max_kv: float = 0.95
+    tenant_tokens_per_minute: int = 60000
+    tenant_token_burst: int = 20000
+    tenant_max_concurrency: int = 8
+    max_input_tokens: int = 3000
+    max_output_tokens: int = 1024
+    metrics_bearer_token: str = ""
+
+
+def get_config() -> InferenceConfig:
+    """Build the config from `settings.INFERENCE` (upper-case keys); unknown keys are errors."""
+    raw = getattr(settings, "INFERENCE", {}) or {}
+    known = {f.name for f in fields(InferenceConfig)}
+    values = {}
+    for key, value in raw.items():
+        name = key.lower()
+        if name not in known:
+            raise ValueError(f"unknown settings.INFERENCE key: {key}")
+        values[name] = value
+    return InferenceConfig(**values)

@@ -1,0 +1,384 @@
+"""The inference gateway: the one entry point for model output.
+
+`stream_chat` admits the request (hard caps, tenant token bucket and concurrency in Redis),
+picks a worker (role tiers, load, affinity; waits at most the queue deadline while all are
+saturated), streams from it and yields `ChatDelta`s, then one final `ChatResult`.
+
+Failure contract:
+- `InputTooLarge` (413): prompt or max_tokens over the hard caps.
+- `TenantRateLimited` (429, `retry_after`): the tenant's budget or concurrency is used up.
+- `PoolUnavailable` (503, `retry_after`): no healthy worker, all saturated past the queue
+  deadline, or every attempt failed before any text was yielded.
+- `UpstreamRejected`: the worker refused the request itself (4xx), not retried.
+- `StreamBroken` (`partial_text`): the stream failed after text was yielded. A failure before
+  the first text is retried on another worker (at most `max_attempts` attempts); after it,
+  never: the caller must fall back or hand off, never show a silently truncated answer.
+Each finished or broken request is recorded as `InferenceUsage`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from django.db import connections
+
+from inference import selectors, services, telemetry
+from inference.admission import check_caps, estimate_prompt_tokens
+from inference.client import WorkerFailure, chat_payload, stream_chat_completion
+from inference.config import get_config
+from inference.errors import (
+    InferenceError,
+    InputTooLarge,
+    PoolUnavailable,
+    StreamBroken,
+    TenantRateLimited,
+    UpstreamRejected,
+)
+from inference.models import InferenceUsage
+from inference.pool import get_pool
+
+__all__ = [
+    "ChatDelta",
+    "ChatResult",
+    "InferenceError",
+    "InputTooLarge",
+    "PoolUnavailable",
+    "StreamBroken",
+    "TenantRateLimited",
+    "UpstreamRejected",
+    "complete",
+    "gateway_available",
+    "stream_chat",
+]
+
+
+@dataclass
+class ChatDelta:
+    text: str
+
+
+@dataclass
+class ChatResult:
+    """The final record of a completed stream (yielded last)."""
+
+    text: str
+    model: str
+    worker: str
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_ms: float
+    total_ms: float
+    itl_ms: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+async def stream_chat(
+    *,
+    tenant_id: int,
+    messages: list[dict],
+    max_tokens: int = 256,
+    role: str = "primary",
+    affinity_key: str | None = None,
+    temperature: float = 0.2,
+    response_format: dict | None = None,
+    timeout_s: float | None = None,
+) -> AsyncIterator[ChatDelta | ChatResult]:
+    """Stream a chat completion; see the module docstring for the contract.
+
+    `affinity_key` (e.g. the conversation id) keeps one conversation on one worker while that
+    worker is not overloaded, so its prompt prefix stays in that worker's cache. `timeout_s`
+    bounds the whole request (default: first-byte plus idle timeouts apply per worker).
+    """
+    cfg = get_config()
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    prompt_estimate = estimate_prompt_tokens(messages)
+    try:
+        check_caps(
+            prompt_tokens=prompt_estimate,
+            max_tokens=max_tokens,
+            max_input=cfg.max_input_tokens,
+            max_output=cfg.max_output_tokens,
+        )
+    except InputTooLarge:
+        telemetry.ADMISSION_REJECTIONS.labels("input_too_large").inc()
+        raise
+    pool = get_pool()
+    await pool.ensure_running()
+    limiter, http = pool.clients()
+    lease_ttl = (timeout_s or cfg.first_byte_timeout_s + 600.0) + cfg.queue_deadline_s
+    try:
+        lease = await limiter.acquire(
+            tenant_id=tenant_id, cost=prompt_estimate + max_tokens, lease_ttl_s=lease_ttl
+        )
+    except TenantRateLimited:
+        telemetry.ADMISSION_REJECTIONS.labels("tenant_limit").inc()
+        raise
+    overall_deadline = loop.time() + timeout_s if timeout_s else None
+    queue_deadline = loop.time() + cfg.queue_deadline_s
+    if overall_deadline is not None:
+        queue_deadline = min(queue_deadline, overall_deadline)
+
+    tried: set[str] = set()
+    attempts = 0
+    outcome = "error"
+    settled_lease = False
+
+    async def settle(final_outcome: str, used_tokens: int | None) -> None:
+        """Count the request and free its tenant slot exactly once (before the last yield,
+        so a caller that stops at the ChatResult does not hold the slot until GC)."""
+        nonlocal settled_lease
+        if settled_lease:
+            return
+        settled_lease = True
+        telemetry.REQUESTS.labels(role, final_outcome).inc()
+        with contextlib.suppress(Exception):
+            await limiter.release(lease, used_tokens=used_tokens)
+
+    try:
+        while True:
+            try:
+                ws, _decision = await pool.pick(
+                    role=role,
+                    affinity_key=affinity_key,
+                    exclude=frozenset(tried),
+                    deadline=queue_deadline,
+                )
+            except PoolUnavailable:
+                telemetry.ADMISSION_REJECTIONS.labels("pool_unavailable").inc()
+                outcome = "unavailable"
+                raise
+            attempts += 1
+            payload = chat_payload(
+                model=ws.model_name,
+                messages=messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                response_format=response_format,
+            )
+            first_byte = cfg.first_byte_timeout_s
+            if overall_deadline is not None:
+                first_byte = max(0.001, min(first_byte, overall_deadline - loop.time()))
+            parts: list[str] = []
+            itl_ms: list[float] = []
+            first_at = last_at = None
+            usage: dict | None = None
+            finish_reason = None
+            model = ws.model_name
+            settled = False  # breaker told success/failure
+            stream = stream_chat_completion(
+                http,
+                ws.base_url,
+                payload,
+                connect_timeout_s=cfg.connect_timeout_s,
+                first_byte_timeout_s=first_byte,
+                idle_timeout_s=cfg.idle_timeout_s,
+            )
+            try:
+                async with contextlib.aclosing(stream):
+                    while True:
+                        try:
+                            if overall_deadline is None:
+                                event = await anext(stream)
+                            else:
+                                async with asyncio.timeout_at(overall_deadline):
+                                    event = await anext(stream)
+                        except StopAsyncIteration:
+                            break
+                        except TimeoutError as exc:
+                            raise WorkerFailure(
+                                f"request timeout of {timeout_s}s passed",
+                                started=bool(parts),
+                                retryable=False,
+                                breaker=False,
+                            ) from exc
+                        model = event.model or model
+                        finish_reason = event.finish_reason or finish_reason
+                        if event.usage:
+                            usage = event.usage
+                        if event.content:
+                            now = time.perf_counter()
+                            if first_at is None:
+                                first_at = now
+                            else:
+                                itl_ms.append((now - last_at) * 1000.0)
+                            last_at = now
+                            parts.append(event.content)
+                            yield ChatDelta(event.content)
+            except WorkerFailure as failure:
+                settled = True
+                if failure.breaker:
+                    ws.breaker.record_failure()
+                    if failure.status is None and not failure.started:
+                        pool.mark_down(ws, failure.detail)
+                    else:
+                        pool.request_check()
+                else:
+                    ws.breaker.release_probe()
+                if not parts:
+                    tried.add(ws.name)
+                    if not failure.retryable and failure.status is not None:
+                        outcome = "rejected"
+                        raise UpstreamRejected(failure.detail) from failure
+                    if failure.retryable and attempts < cfg.max_attempts:
+                        telemetry.RETRIES.labels(ws.name).inc()
+                        continue
+                    outcome = "unavailable"
+                    raise PoolUnavailable(
+                        f"inference failed before the first token: {failure.detail}",
+                        retry_after=max(1.0, cfg.breaker_reset_s / 2),
+                    ) from failure
+                outcome = "stream_broken"
+                total_ms = (time.perf_counter() - started) * 1000.0
+                await _record(
+                    tenant_id=tenant_id,
+                    ws=ws,
+                    model=model,
+                    role=role,
+                    outcome=InferenceUsage.Outcome.STREAM_BROKEN,
+                    prompt_tokens=prompt_estimate,
+                    completion_tokens=len(parts),
+                    ttft_ms=_ms(started, first_at),
+                    total_ms=total_ms,
+                    itl_ms=itl_ms,
+                    attempts=attempts,
+                )
+                raise StreamBroken(
+                    f"stream from {ws.name} broke after {len(parts)} chunks: {failure.detail}",
+                    partial_text="".join(parts),
+                    worker=ws.name,
+                ) from failure
+            finally:
+                if not settled:
+                    # Reached only on success (handled below) or when the caller stopped
+                    # consuming: neither is the worker's fault.
+                    ws.breaker.release_probe()
+                pool.release(ws)
+
+            ws.breaker.record_success()
+            total_ms = (time.perf_counter() - started) * 1000.0
+            prompt_tokens = int((usage or {}).get("prompt_tokens") or prompt_estimate)
+            completion_tokens = int((usage or {}).get("completion_tokens") or len(parts))
+            ttft_ms = _ms(started, first_at) if first_at is not None else total_ms
+            result = ChatResult(
+                text="".join(parts),
+                model=model,
+                worker=ws.name,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                ttft_ms=ttft_ms,
+                total_ms=total_ms,
+                itl_ms=itl_ms,
+                finish_reason=finish_reason,
+            )
+            telemetry.TTFT.labels(ws.name).observe(ttft_ms / 1000.0)
+            for gap in itl_ms:
+                telemetry.ITL.labels(ws.name).observe(gap / 1000.0)
+            telemetry.TOKENS.labels("prompt").inc(prompt_tokens)
+            telemetry.TOKENS.labels("completion").inc(completion_tokens)
+            await _record(
+                tenant_id=tenant_id,
+                ws=ws,
+                model=model,
+                role=role,
+                outcome=InferenceUsage.Outcome.OK,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                ttft_ms=ttft_ms,
+                total_ms=total_ms,
+                itl_ms=itl_ms,
+                attempts=attempts,
+            )
+            outcome = "ok"
+            await settle(outcome, prompt_tokens + completion_tokens)
+            yield result
+            return
+    except GeneratorExit:
+        outcome = "cancelled"
+        raise
+    finally:
+        await settle(outcome, None)
+
+
+async def complete(
+    *,
+    tenant_id: int,
+    messages: list[dict],
+    max_tokens: int = 256,
+    role: str = "small",
+    affinity_key: str | None = None,
+    response_format: dict | None = None,
+    temperature: float = 0.0,
+    timeout_s: float | None = None,
+) -> ChatResult:
+    """Run `stream_chat` to the end and return its ChatResult (same errors)."""
+    stream = stream_chat(
+        tenant_id=tenant_id,
+        messages=messages,
+        max_tokens=max_tokens,
+        role=role,
+        affinity_key=affinity_key,
+        temperature=temperature,
+        response_format=response_format,
+        timeout_s=timeout_s,
+    )
+    async with contextlib.aclosing(stream):
+        async for item in stream:
+            if isinstance(item, ChatResult):
+                return item
+    raise InferenceError("the stream ended without a final result")  # not reachable by contract
+
+
+def gateway_available() -> bool:
+    """At least one ready worker is healthy, as far as this process knows (cheap).
+
+    With a running poller in this process its fresh state answers; otherwise the registry row
+    written by any process's poller, if seen healthy within `stale_after_s`.
+    """
+    cfg = get_config()
+    pool = get_pool()
+    if pool.last_poll_at is not None and time.monotonic() - pool.last_poll_at <= cfg.stale_after_s:
+        return pool.has_healthy_worker()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return selectors.pool_has_healthy_worker(fresh_within_s=cfg.stale_after_s)
+    # Called from async code without a fresh poller here: start one, answer from the registry.
+    pool_task = asyncio.get_running_loop().create_task(pool.ensure_running())
+    pool_task.add_done_callback(lambda t: t.exception())
+    with contextlib.suppress(Exception):
+        return _registry_check_in_thread(cfg.stale_after_s)
+    return False
+
+
+def _registry_check_in_thread(fresh_within_s: float) -> bool:
+    """Run the registry query in a helper thread (the ORM refuses to run inside a loop)."""
+
+    def check() -> bool:
+        try:
+            return selectors.pool_has_healthy_worker(fresh_within_s=fresh_within_s)
+        finally:
+            connections.close_all()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
+        return ex.submit(check).result(timeout=2.0)
+
+
+def _ms(started: float, at: float | None) -> float | None:
+    return None if at is None else (at - started) * 1000.0
+
+
+async def _record(*, tenant_id: int, ws, **fields) -> None:
+    await sync_to_async(services.usage_record)(
+        tenant_id=tenant_id,
+        worker_id=ws.id,
+        worker_name=ws.name,
+        model_name=fields.pop("model"),
+        **fields,
+    )

@@ -1,0 +1,93 @@
+"""Reads: the worker registry, pool availability and usage summaries for the ops page."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from inference.models import InferenceUsage, ModelWorker
+
+
+def worker_list() -> list[ModelWorker]:
+    return list(ModelWorker.objects.order_by("name"))
+
+
+def worker_get(*, name: str) -> ModelWorker | None:
+    return ModelWorker.objects.filter(name=name).first()
+
+
+def workers_active() -> list[ModelWorker]:
+    """Rows the pool polls: everything not stopped or failed (starting ones are not routed)."""
+    return list(
+        ModelWorker.objects.exclude(
+            state__in=[ModelWorker.State.STOPPED, ModelWorker.State.FAILED]
+        ).order_by("name")
+    )
+
+
+def pool_has_healthy_worker(*, fresh_within_s: float) -> bool:
+    """A ready worker some poller saw healthy within `fresh_within_s` seconds."""
+    since = timezone.now() - timedelta(seconds=fresh_within_s)
+    return ModelWorker.objects.filter(
+        state=ModelWorker.State.READY, healthy=True, last_health_at__gte=since
+    ).exists()
+
+
+def usage_by_tenant(*, since: datetime) -> list[dict]:
+    """Requests and tokens per tenant since `since`, busiest first."""
+    rows = (
+        InferenceUsage.objects.filter(created_at__gte=since)
+        .values("tenant_id", "tenant__slug")
+        .annotate(
+            requests=Count("id"),
+            prompt_tokens=Sum("prompt_tokens"),
+            completion_tokens=Sum("completion_tokens"),
+        )
+        .order_by("-requests")
+    )
+    return [
+        {
+            "tenant_id": r["tenant_id"],
+            "tenant": r["tenant__slug"],
+            "requests": r["requests"],
+            "prompt_tokens": r["prompt_tokens"] or 0,
+            "completion_tokens": r["completion_tokens"] or 0,
+        }
+        for r in rows
+    ]
+
+
+def router_latency_percentiles(*, since: datetime) -> dict[str, dict[str, float | None]]:
+    """Gateway-measured TTFT and inter-token latency p50/p95 (ms) per worker since `since`."""
+    table = InferenceUsage._meta.db_table
+    sql = f"""
+        SELECT u.worker_name,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY u.ttft_ms),
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY u.ttft_ms),
+               (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x)
+                  FROM {table} v, unnest(v.itl_ms) x
+                 WHERE v.worker_name = u.worker_name AND v.created_at >= %s),
+               (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY x)
+                  FROM {table} v, unnest(v.itl_ms) x
+                 WHERE v.worker_name = u.worker_name AND v.created_at >= %s),
+               count(*)
+          FROM {table} u
+         WHERE u.created_at >= %s
+         GROUP BY u.worker_name
+    """  # noqa: S608 - the table name is ours, values are parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [since, since, since])
+        rows = cursor.fetchall()
+    return {
+        name: {
+            "ttft_p50_ms": ttft50,
+            "ttft_p95_ms": ttft95,
+            "itl_p50_ms": itl50,
+            "itl_p95_ms": itl95,
+            "requests": n,
+        }
+        for name, ttft50, ttft95, itl50, itl95, n in rows
+    }
