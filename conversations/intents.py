@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 _HUMAN = re.compile(
-    r"\b(talk|speak|chat|connect)\w*\s+(to|with)\s+(a|an|some|your)?\s*"
+    r"\b(talk|speak|chat|connect)\w*\s+(me\s+)?(to|with)\s+(a|an|some|your)?\s*"
     r"(human|person|agent|representative|rep|someone|people|operator|staff|manager)\b"
     r"|\b(real|live)\s+(person|human|agent)\b"
     r"|\b(human|agent|representative|operator)\s+please\b"

@@ -1,10 +1,12 @@
 """Answer verification: every sentence must be supported by a passage that was retrieved.
 
-A sentence is supported by a passage when
-- most of its content words occur in the passage (lexical recall),
-- it means nearly the same as the passage's closest sentence (embedding cosine), and
-- every number and every policy term it states occurs in that passage exactly,
-- and it does not add or drop a negation relative to the passage sentence it matches.
+A sentence (a claim) is supported when one sentence of a retrieved passage
+- holds most of the claim's content words (lexical recall),
+- means nearly the same (embedding cosine),
+- states every number and every policy term of the claim exactly, and
+- has the same polarity (the claim adds or drops no negation).
+The unit of support is one passage sentence, so a claim cannot stitch "opened items" from one
+sentence to "full refund" from another.
 Unsupported sentences are dropped; the caller falls back to an extractive answer when too
 little survives. Citations are only ever to retrieved passages.
 """
@@ -21,6 +23,7 @@ from knowledge.embeddings import embed_texts
 
 LEXICAL_MIN = 0.6
 EMBED_MIN = 0.55
+SUPPORT_SENTENCES = 3  # the passage sentences closest to a claim that may support it
 
 _STOPWORDS_TEXT = """
 a an the and or but if then so of to in on at by for with from as is are was were be been being
@@ -162,26 +165,24 @@ class Verification:
         return seen
 
 
-def _check_against(
-    sentence: str, passage_text: str, best_sentence: str, semantic: float
-) -> tuple[bool, float, list[str]]:
+def _check_against(sentence: str, support: str, semantic: float) -> tuple[bool, float, list[str]]:
+    """Check one claim against one passage sentence (the unit of support)."""
     reasons = []
     words = content_words(sentence)
-    passage_words = content_words(passage_text)
-    lexical = len(words & passage_words) / len(words) if words else 0.0
+    lexical = len(words & content_words(support)) / len(words) if words else 0.0
     if not words:
         reasons.append("no content")
     if lexical < LEXICAL_MIN:
         reasons.append(f"lexical {lexical:.2f} < {LEXICAL_MIN}")
     if semantic < EMBED_MIN:
         reasons.append(f"semantic {semantic:.2f} < {EMBED_MIN}")
-    missing_numbers = numbers(sentence) - numbers(passage_text)
+    missing_numbers = numbers(sentence) - numbers(support)
     if missing_numbers:
         reasons.append(f"numbers not in passage: {sorted(missing_numbers)}")
-    missing_terms = policy_terms(sentence) - policy_terms(passage_text)
+    missing_terms = policy_terms(sentence) - policy_terms(support)
     if missing_terms:
         reasons.append(f"policy terms not in passage: {sorted(missing_terms)}")
-    if has_negation(sentence) != has_negation(best_sentence):
+    if has_negation(sentence) != has_negation(support):
         reasons.append("negation differs from the passage")
     return not reasons, lexical, reasons
 
@@ -226,14 +227,17 @@ class PassageVerifier:
         candidates = [i - 1 for i in cited] or list(range(n))
         best: SentenceCheck | None = None
         for p in candidates:
-            cols = [j for j, owner in enumerate(self.owners) if owner == p]
-            j = max(cols, key=lambda c: sims[c])
-            ok, lexical, reasons = _check_against(
-                sentence, self.passage_texts[p], self.flat[j], float(sims[j])
+            cols = sorted(
+                (j for j, owner in enumerate(self.owners) if owner == p), key=lambda c: -sims[c]
             )
-            check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
-            if best is None or (check.supported, check.semantic) > (best.supported, best.semantic):
-                best = check
+            for j in cols[:SUPPORT_SENTENCES]:
+                ok, lexical, reasons = _check_against(sentence, self.flat[j], float(sims[j]))
+                check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
+                if best is None or (check.supported, check.semantic) > (
+                    best.supported,
+                    best.semantic,
+                ):
+                    best = check
         if best is None:  # candidates is never empty when passages exist
             raise ValueError("no candidate passages")
         foreign = [i for i in cited_indexes(raw) if not 1 <= i <= n]

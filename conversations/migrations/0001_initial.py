@@ -5,114 +5,276 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('supportbot', '0002_extensions_and_audit_guard'),
+        ("supportbot", "0002_extensions_and_audit_guard"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Customer',
+            name="Customer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(blank=True, max_length=200, null=True)),
-                ('visitor_id', models.CharField(blank=True, max_length=64, null=True)),
-                ('verified', models.BooleanField(default=False)),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('email', models.EmailField(blank=True, max_length=254)),
-                ('segments', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='customers', to='supportbot.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("external_id", models.CharField(blank=True, max_length=200, null=True)),
+                ("visitor_id", models.CharField(blank=True, max_length=64, null=True)),
+                ("verified", models.BooleanField(default=False)),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("email", models.EmailField(blank=True, max_length=254)),
+                ("segments", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="customers",
+                        to="supportbot.tenant",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Conversation',
+            name="Conversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('channel', models.CharField(choices=[('web', 'Web'), ('widget', 'Widget'), ('api', 'Api')], default='web', max_length=10)),
-                ('owner', models.CharField(choices=[('bot', 'Bot'), ('human', 'Human')], default='bot', max_length=10)),
-                ('state', models.CharField(choices=[('open', 'Open'), ('closed', 'Closed')], default='open', max_length=10)),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('summary', models.TextField(blank=True)),
-                ('summary_through_message_id', models.BigIntegerField(blank=True, null=True)),
-                ('weak_evidence_streak', models.PositiveSmallIntegerField(default=0)),
-                ('model_failures', models.PositiveSmallIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('last_message_at', models.DateTimeField(blank=True, null=True)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversations', to='supportbot.tenant')),
-                ('customer', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversations', to='conversations.customer')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[("web", "Web"), ("widget", "Widget"), ("api", "Api")],
+                        default="web",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "owner",
+                    models.CharField(
+                        choices=[("bot", "Bot"), ("human", "Human")], default="bot", max_length=10
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("open", "Open"), ("closed", "Closed")],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("summary", models.TextField(blank=True)),
+                ("summary_through_message_id", models.BigIntegerField(blank=True, null=True)),
+                ("weak_evidence_streak", models.PositiveSmallIntegerField(default=0)),
+                ("model_failures", models.PositiveSmallIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("last_message_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="conversations",
+                        to="supportbot.tenant",
+                    ),
+                ),
+                (
+                    "customer",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="conversations",
+                        to="conversations.customer",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('customer', 'Customer'), ('bot', 'Bot'), ('agent', 'Agent'), ('system', 'System')], max_length=10)),
-                ('kind', models.CharField(choices=[('text', 'Text'), ('answer', 'Answer'), ('extractive', 'Extractive'), ('clarify', 'Clarify'), ('refusal', 'Refusal'), ('handoff', 'Handoff'), ('action', 'Action'), ('notice', 'Notice')], default='text', max_length=12)),
-                ('text', models.TextField()),
-                ('client_message_id', models.CharField(blank=True, max_length=100, null=True)),
-                ('state', models.CharField(choices=[('received', 'Received'), ('searching', 'Searching'), ('answering', 'Answering'), ('calling_tool', 'Calling Tool'), ('answered', 'Answered'), ('handed_off', 'Handed Off'), ('failed', 'Failed'), ('streaming', 'Streaming'), ('delivered', 'Delivered')], default='received', max_length=15)),
-                ('citations', models.JSONField(blank=True, default=list)),
-                ('author_label', models.CharField(blank=True, max_length=200)),
-                ('model', models.CharField(blank=True, max_length=100)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('prompt_version', models.CharField(blank=True, max_length=40)),
-                ('prompt_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('completion_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('ttft_ms', models.FloatField(blank=True, null=True)),
-                ('total_ms', models.FloatField(blank=True, null=True)),
-                ('tool_outcome_ref', models.CharField(blank=True, max_length=64)),
-                ('meta', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='conversations.conversation')),
-                ('reply_to', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='replies', to='conversations.message')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='supportbot.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("customer", "Customer"),
+                            ("bot", "Bot"),
+                            ("agent", "Agent"),
+                            ("system", "System"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("text", "Text"),
+                            ("answer", "Answer"),
+                            ("extractive", "Extractive"),
+                            ("clarify", "Clarify"),
+                            ("refusal", "Refusal"),
+                            ("handoff", "Handoff"),
+                            ("action", "Action"),
+                            ("notice", "Notice"),
+                        ],
+                        default="text",
+                        max_length=12,
+                    ),
+                ),
+                ("text", models.TextField()),
+                ("client_message_id", models.CharField(blank=True, max_length=100, null=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("received", "Received"),
+                            ("searching", "Searching"),
+                            ("answering", "Answering"),
+                            ("calling_tool", "Calling Tool"),
+                            ("answered", "Answered"),
+                            ("handed_off", "Handed Off"),
+                            ("failed", "Failed"),
+                            ("streaming", "Streaming"),
+                            ("delivered", "Delivered"),
+                        ],
+                        default="received",
+                        max_length=15,
+                    ),
+                ),
+                ("citations", models.JSONField(blank=True, default=list)),
+                ("author_label", models.CharField(blank=True, max_length=200)),
+                ("model", models.CharField(blank=True, max_length=100)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("prompt_version", models.CharField(blank=True, max_length=40)),
+                ("prompt_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("completion_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("ttft_ms", models.FloatField(blank=True, null=True)),
+                ("total_ms", models.FloatField(blank=True, null=True)),
+                ("tool_outcome_ref", models.CharField(blank=True, max_length=64)),
+                ("meta", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
+                        to="conversations.conversation",
+                    ),
+                ),
+                (
+                    "reply_to",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="replies",
+                        to="conversations.message",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="supportbot.tenant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='Feedback',
+            name="Feedback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rating', models.CharField(choices=[('helpful', 'Helpful'), ('not_helpful', 'Not Helpful')], max_length=12)),
-                ('comment', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='supportbot.tenant')),
-                ('message', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='feedback', to='conversations.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "rating",
+                    models.CharField(
+                        choices=[("helpful", "Helpful"), ("not_helpful", "Not Helpful")],
+                        max_length=12,
+                    ),
+                ),
+                ("comment", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="supportbot.tenant",
+                    ),
+                ),
+                (
+                    "message",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="feedback",
+                        to="conversations.message",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='customer',
-            constraint=models.UniqueConstraint(condition=models.Q(('external_id__isnull', False)), fields=('tenant', 'external_id'), name='customer_unique_external_id'),
+            model_name="customer",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("external_id__isnull", False)),
+                fields=("tenant", "external_id"),
+                name="customer_unique_external_id",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='customer',
-            constraint=models.UniqueConstraint(condition=models.Q(('visitor_id__isnull', False)), fields=('tenant', 'visitor_id'), name='customer_unique_visitor_id'),
+            model_name="customer",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("visitor_id__isnull", False)),
+                fields=("tenant", "visitor_id"),
+                name="customer_unique_visitor_id",
+            ),
         ),
         migrations.AddIndex(
-            model_name='conversation',
-            index=models.Index(fields=['tenant', 'customer', '-created_at'], name='conv_customer'),
+            model_name="conversation",
+            index=models.Index(fields=["tenant", "customer", "-created_at"], name="conv_customer"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['conversation', 'id'], name='message_conv_id'),
+            model_name="message",
+            index=models.Index(fields=["conversation", "id"], name="message_conv_id"),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(condition=models.Q(('client_message_id__isnull', False)), fields=('tenant', 'conversation', 'client_message_id'), name='message_unique_client_id'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("client_message_id__isnull", False)),
+                fields=("tenant", "conversation", "client_message_id"),
+                name="message_unique_client_id",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(condition=models.Q(('role', 'bot')), fields=('reply_to',), name='message_one_bot_answer'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("role", "bot")),
+                fields=("reply_to",),
+                name="message_one_bot_answer",
+            ),
         ),
     ]

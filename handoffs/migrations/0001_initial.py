@@ -6,41 +6,119 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('conversations', '0001_initial'),
-        ('supportbot', '0002_extensions_and_audit_guard'),
+        ("conversations", "0001_initial"),
+        ("supportbot", "0002_extensions_and_audit_guard"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Handoff',
+            name="Handoff",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('requested', 'Requested'), ('queued', 'Queued'), ('assigned', 'Assigned'), ('resolved', 'Resolved'), ('returned_to_bot', 'Returned To Bot'), ('expired', 'Expired')], default='requested', max_length=16)),
-                ('reason', models.CharField(choices=[('customer_request', 'Customer asked for a person'), ('weak_evidence', 'Weak evidence twice in a row'), ('model_failure', 'Repeated failure or model unavailable'), ('high_risk', 'High-risk intent'), ('negative_sentiment', 'Negative sentiment or abuse'), ('approval_needed', 'An action needs approval'), ('agent_takeover', 'Agent took over'), ('partner_request', 'Requested through the API')], max_length=24)),
-                ('reason_detail', models.CharField(blank=True, max_length=300)),
-                ('priority', models.PositiveSmallIntegerField(default=2, help_text='1 urgent, 2 normal, 3 low')),
-                ('customer_email', models.EmailField(blank=True, max_length=254)),
-                ('summary', models.TextField(blank=True)),
-                ('summary_source', models.CharField(blank=True, max_length=20)),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('assigned_at', models.DateTimeField(blank=True, null=True)),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('assigned_to', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='handoffs', to='conversations.conversation')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='supportbot.tenant')),
-                ('trigger_message', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='conversations.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("requested", "Requested"),
+                            ("queued", "Queued"),
+                            ("assigned", "Assigned"),
+                            ("resolved", "Resolved"),
+                            ("returned_to_bot", "Returned To Bot"),
+                            ("expired", "Expired"),
+                        ],
+                        default="requested",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "reason",
+                    models.CharField(
+                        choices=[
+                            ("customer_request", "Customer asked for a person"),
+                            ("weak_evidence", "Weak evidence twice in a row"),
+                            ("model_failure", "Repeated failure or model unavailable"),
+                            ("high_risk", "High-risk intent"),
+                            ("negative_sentiment", "Negative sentiment or abuse"),
+                            ("approval_needed", "An action needs approval"),
+                            ("agent_takeover", "Agent took over"),
+                            ("partner_request", "Requested through the API"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                ("reason_detail", models.CharField(blank=True, max_length=300)),
+                (
+                    "priority",
+                    models.PositiveSmallIntegerField(
+                        default=2, help_text="1 urgent, 2 normal, 3 low"
+                    ),
+                ),
+                ("customer_email", models.EmailField(blank=True, max_length=254)),
+                ("summary", models.TextField(blank=True)),
+                ("summary_source", models.CharField(blank=True, max_length=20)),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("assigned_at", models.DateTimeField(blank=True, null=True)),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "assigned_to",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="handoffs",
+                        to="conversations.conversation",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="supportbot.tenant",
+                    ),
+                ),
+                (
+                    "trigger_message",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="conversations.message",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at'],
-                'indexes': [models.Index(fields=['tenant', 'state', 'created_at'], name='handoff_queue')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('state__in', ('requested', 'queued', 'assigned'))), fields=('conversation',), name='handoff_one_open_per_conversation')],
+                "ordering": ["created_at"],
+                "indexes": [
+                    models.Index(fields=["tenant", "state", "created_at"], name="handoff_queue")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("state__in", ("requested", "queued", "assigned"))),
+                        fields=("conversation",),
+                        name="handoff_one_open_per_conversation",
+                    )
+                ],
             },
         ),
     ]
