@@ -27,7 +27,7 @@ run: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest $(PYTEST_ARGS)
+	SUPPORTBOT_REDIS_DB=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

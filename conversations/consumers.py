@@ -24,6 +24,7 @@ from conversations.identity import (
 )
 from conversations.models import Conversation, Message
 from handoffs import selectors as handoff_selectors
+from handoffs import services as handoff_services
 from supportbot import selectors as tenancy
 from supportbot.errors import ApplicationError
 
@@ -86,6 +87,8 @@ def _start_session(payload: dict[str, Any]) -> dict[str, Any]:
             "state": handoff.state,
             "position": position.position,
             "estimated_wait_minutes": position.estimated_wait_minutes,
+            "agents_online": position.agents_online,
+            "ask_for_email": position.ask_for_email and not handoff.customer_email,
         }
     return {
         "tenant": tenant,
@@ -149,6 +152,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "message.send": self.on_message_send,
             "feedback.send": self.on_feedback_send,
             "handoff.request": self.on_handoff_request,
+            "handoff.contact": self.on_handoff_contact,
             "ping": self.on_ping,
         }.get(event["type"])
         if handler is None:
@@ -239,6 +243,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await orchestrator.request_handoff(
             conversation=self.conversation, detail=detail[:300] or "handoff button", emit=self.emit
         )
+
+    async def on_handoff_contact(self, event: dict) -> None:
+        email = event.get("email")
+        if not isinstance(email, str):
+            raise ApplicationError("email must be a string.", field="email")
+        await database_sync_to_async(handoff_services.handoff_leave_contact)(
+            conversation=self.conversation, email=email.strip()
+        )
+        await self.send_json({"type": "handoff.contact_saved", "email": email.strip()})
 
     # ------------------------------------------------------------------ outbound
 

@@ -516,26 +516,13 @@ async def _hand_off(conversation, message, reply, reason: str, detail: str, emit
         conversation=conversation, reason=reason, detail=detail, trigger_message=message
     )
     position = await _db(handoff_selectors.handoff_queue_position)(handoff=handoff)
-    text = (
-        "I'm connecting you with a person from our team. "
-        f"You're number {position.position} in the queue; the wait is about "
-        f"{max(1, round(position.estimated_wait_minutes))} minute(s). "
-        "You can keep writing here and they will see everything."
-    )
+    text = "I'm connecting you with a person from our team. " + _queue_text(position)
     draft = Draft(text, Message.Kind.HANDOFF, customer_state=Message.State.HANDED_OFF)
     draft.stats["meta"] = {"handoff_id": handoff.pk, "reason": reason}
     outcome = await _finish(
         conversation, message, reply, draft, emit, time.monotonic(), stream=True
     )
-    await emit(
-        {
-            "type": "handoff.started",
-            "handoff_id": handoff.pk,
-            "reason": reason,
-            "position": position.position,
-            "estimated_wait_minutes": position.estimated_wait_minutes,
-        }
-    )
+    await emit(_handoff_event(handoff, position))
     outcome.handoff = handoff
     return outcome
 
@@ -558,19 +545,33 @@ async def request_handoff(
             conversation=conversation,
             role=Message.Role.SYSTEM,
             kind=Message.Kind.NOTICE,
-            text=(
-                "A person from our team will join shortly. You're number "
-                f"{position.position} in the queue."
-            ),
+            text="A person from our team will join shortly. " + _queue_text(position),
             meta={"handoff_id": handoff.pk},
         )
-    await emit(
-        {
-            "type": "handoff.started",
-            "handoff_id": handoff.pk,
-            "reason": handoff.reason,
-            "position": position.position,
-            "estimated_wait_minutes": position.estimated_wait_minutes,
-        }
-    )
+    await emit(_handoff_event(handoff, position))
     return handoff, created
+
+
+def _queue_text(position) -> str:
+    if position.ask_for_email:
+        return (
+            "Our team is busy or offline right now, so this may take a while. Your conversation "
+            "stays in the queue; leave your email and we'll follow up there."
+        )
+    return (
+        f"You're number {position.position} in the queue; the wait is about "
+        f"{max(1, round(position.estimated_wait_minutes))} minute(s). "
+        "You can keep writing here and they will see everything."
+    )
+
+
+def _handoff_event(handoff: Handoff, position) -> dict[str, Any]:
+    return {
+        "type": "handoff.started",
+        "handoff_id": handoff.pk,
+        "reason": handoff.reason,
+        "position": position.position,
+        "estimated_wait_minutes": position.estimated_wait_minutes,
+        "agents_online": position.agents_online,
+        "ask_for_email": position.ask_for_email,
+    }

@@ -10,6 +10,23 @@ from supportbot.models import Tenant
 OPEN_STATES = ("requested", "queued", "assigned")
 
 
+class Team(models.Model):
+    """Agents of a tenant grouped for routing (e.g. "billing", "returns")."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="teams")
+    handles_reasons = models.JSONField(
+        default=list, blank=True, help_text="Handoff reasons routed to this team (empty: any)."
+    )
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="team_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Handoff(models.Model):
     class State(models.TextChoices):
         REQUESTED = "requested"
@@ -47,6 +64,16 @@ class Handoff(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL)
+    routed_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The online agent routing offered this handoff to.",
+    )
+    escalated_at = models.DateTimeField(null=True, blank=True)
     customer_email = models.EmailField(blank=True)
     summary = models.TextField(blank=True)
     summary_source = models.CharField(max_length=20, blank=True)
@@ -73,3 +100,36 @@ class Handoff(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+
+class InternalNote(models.Model):
+    """An agent's note on a conversation; never shown to the customer."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="notes")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"note {self.pk}"
+
+
+class CannedResponse(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    title = models.CharField(max_length=100)
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["title"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "title"], name="canned_unique_title")
+        ]
+
+    def __str__(self) -> str:
+        return self.title

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
-from handoffs.models import OPEN_STATES, Handoff
+from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote
 from supportbot.errors import NotFound
 from supportbot.models import Tenant
 
@@ -17,6 +17,8 @@ DEFAULT_HANDLE_MINUTES = 4.0
 class QueuePosition:
     position: int  # 1 = next
     estimated_wait_minutes: float
+    agents_online: int
+    ask_for_email: bool  # nobody online or capacity full: offer to follow up by email
 
 
 def handoff_open_for(*, conversation_id: int) -> Handoff | None:
@@ -66,3 +68,42 @@ def handoff_queue_position(*, handoff: Handoff) -> QueuePosition:
     return QueuePosition(
         position=ahead + 1, estimated_wait_minutes=round(per_case * (ahead + 1), 1)
     )
+
+
+def notes_for(*, tenant: Tenant, conversation_id: int) -> QuerySet:
+    return InternalNote.objects.filter(
+        tenant=tenant, conversation_id=conversation_id
+    ).select_related("author")
+
+
+def canned_responses(*, tenant: Tenant) -> QuerySet:
+    return CannedResponse.objects.filter(tenant=tenant)
+
+
+def knowledge_gaps(*, tenant: Tenant, limit: int = 100) -> list[dict]:
+    """Questions that ended in a handoff for weak evidence, newest first."""
+    rows = (
+        Handoff.objects.filter(tenant=tenant, reason=Handoff.Reason.WEAK_EVIDENCE)
+        .select_related("trigger_message")
+        .order_by("-created_at")[:limit]
+    )
+    gaps = []
+    for handoff in rows:
+        question = handoff.trigger_message.text if handoff.trigger_message else ""
+        previous = list(
+            handoff.conversation.messages.filter(role="customer")
+            .exclude(pk=handoff.trigger_message_id)
+            .order_by("-id")
+            .values_list("text", flat=True)[:2]
+        )
+        gaps.append(
+            {
+                "handoff_id": handoff.pk,
+                "conversation_id": handoff.conversation_id,
+                "question": question,
+                "earlier_questions": previous,
+                "created_at": handoff.created_at,
+                "state": handoff.state,
+            }
+        )
+    return gaps

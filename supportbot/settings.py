@@ -42,7 +42,8 @@ with warnings.catch_warnings():
     _redis_url = env.str("REDIS_URL", default="")
     EMBEDDED_REDIS = not _redis_url
     if EMBEDDED_REDIS:
-        _redis_url = devservices.valkey_start()
+        # Tests use another database number so they never feed the dev qcluster's queue.
+        _redis_url = devservices.valkey_start(db=env.int("SUPPORTBOT_REDIS_DB", default=0))
 
 REDIS_URL = _redis_url
 DATABASES = {"default": env.db_url_config(_database_url)}
@@ -200,6 +201,9 @@ SPECTACULAR_SETTINGS = {
     "SECURITY": [{"ApiKeyAuth": []}],
 }
 API_KEY_LAST_USED_RESOLUTION_SECONDS = env.int("API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60)
+
+# --------------------------------------------------------------------------- handoffs
+HANDOFF_ESCALATE_AFTER_SECONDS = env.int("HANDOFF_ESCALATE_AFTER_SECONDS", default=300)
 
 # --------------------------------------------------------------------------- knowledge
 KNOWLEDGE_EMBEDDINGS_BACKEND = env.str("EMBEDDINGS_BACKEND", default="local")  # local | openai

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from conversations import urls as conversation_urls
+from handoffs import urls as handoff_urls
 from knowledge import urls as knowledge_urls
 from supportbot import api, health
 
@@ -23,4 +24,5 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     *knowledge_urls.pages,
     *conversation_urls.page_urlpatterns,
+    *handoff_urls.console_urlpatterns,
 ]

@@ -188,13 +188,38 @@
         b.setAttribute("aria-pressed", String(b.dataset.rating === ev.rating)));
     },
     "error": (ev) => { typing.hidden = true; showNotice(ev.detail || "Something went wrong."); },
+    "handoff.contact_saved": (ev) => showNotice(`Thanks, we'll write to ${ev.email}. ` +
+                                                  "You can also keep the chat open."),
     "pong": () => {},
   };
 
   function showHandoff(h) {
     const wait = Math.max(1, Math.round(h.estimated_wait_minutes || 1));
-    showNotice(`A person from our team will join shortly. You're number ${h.position} in the queue ` +
-               `(about ${wait} min). You can keep writing here.`);
+    if (!h.ask_for_email) {
+      showNotice(`A person from our team will join shortly. You're number ${h.position} in the ` +
+                 `queue (about ${wait} min). You can keep writing here.`);
+      return;
+    }
+    showNotice("Our team is busy or offline right now. Your conversation stays in the queue; " +
+               "leave your email and we'll follow up there.");
+    const form = document.createElement("form");
+    form.className = "contact";
+    const label = document.createElement("label");
+    label.textContent = "Email ";
+    const email = document.createElement("input");
+    email.type = "email";
+    email.required = true;
+    email.autocomplete = "email";
+    label.append(email);
+    const button = document.createElement("button");
+    button.type = "submit";
+    button.textContent = "Leave email";
+    form.append(label, button);
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      send({ type: "handoff.contact", email: email.value });
+    });
+    notice.append(form);
   }
 
   function connect() {

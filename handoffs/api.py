@@ -1,0 +1,234 @@
+"""Agent console JSON endpoints (session login, agent or admin of the tenant)."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from conversations import orchestrator
+from conversations import selectors as conversation_selectors
+from conversations import services as conversation_services
+from conversations.models import Message
+from handoffs import presence, selectors, services
+from handoffs.models import Handoff
+from supportbot.authentication import request_tenant
+from supportbot.errors import PermissionDenied
+from supportbot.models import Membership
+
+
+class ConsoleView(APIView):
+    """Session-authenticated console endpoint bound to one tenant the user works for."""
+
+    authentication_classes = [SessionAuthentication]
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        self.tenant = request_tenant(request)
+        self.membership = Membership.objects.filter(tenant=self.tenant, user=request.user).first()
+        if self.membership is None and not request.user.is_staff:
+            raise PermissionDenied("You are not an agent of this tenant.")
+
+
+def handoff_row(handoff: Handoff, names: dict[int, str]) -> dict:
+    conversation = handoff.conversation
+    customer = conversation.customer
+    last = (
+        Message.objects.filter(conversation=conversation, role="customer")
+        .order_by("-id")
+        .values_list("text", flat=True)
+        .first()
+    )
+    viewer_ids = presence.viewers(tenant_id=handoff.tenant_id, handoff_id=handoff.pk)
+    return {
+        "id": handoff.pk,
+        "version": handoff.version,
+        "state": handoff.state,
+        "reason": handoff.reason,
+        "reason_label": handoff.get_reason_display(),
+        "reason_detail": handoff.reason_detail,
+        "priority": handoff.priority,
+        "conversation_id": conversation.pk,
+        "customer": customer.name or customer.external_id or f"Visitor {customer.pk}",
+        "verified": customer.verified,
+        "customer_email": handoff.customer_email,
+        "last_message": (last or "")[:160],
+        "created_at": handoff.created_at.isoformat(),
+        "waiting_seconds": int((timezone.now() - handoff.created_at).total_seconds()),
+        "assigned_to": names.get(handoff.assigned_to_id) if handoff.assigned_to_id else None,
+        "assigned_to_id": handoff.assigned_to_id,
+        "routed_to": names.get(handoff.routed_to_id) if handoff.routed_to_id else None,
+        "routed_to_id": handoff.routed_to_id,
+        "escalated": handoff.escalated_at is not None,
+        "viewers": [names.get(v, str(v)) for v in viewer_ids],
+        "has_summary": bool(handoff.summary),
+    }
+
+
+def queue_snapshot(*, tenant) -> dict:
+    handoffs = list(selectors.handoff_queue(tenant=tenant))
+    online = presence.agents_online(tenant_id=tenant.pk)
+    ids = set(online)
+    for h in handoffs:
+        ids.update(filter(None, [h.assigned_to_id, h.routed_to_id]))
+        ids.update(presence.viewers(tenant_id=tenant.pk, handoff_id=h.pk))
+    names = services.user_display_names(list(ids))
+    return {
+        "handoffs": [handoff_row(h, names) for h in handoffs],
+        "agents_online": [{"id": i, "name": names.get(i, str(i))} for i in online],
+    }
+
+
+class QueueApi(ConsoleView):
+    @extend_schema(exclude=True)
+    def get(self, request):
+        return Response(queue_snapshot(tenant=self.tenant))
+
+
+class HandoffDetailApi(ConsoleView):
+    @extend_schema(exclude=True)
+    def get(self, request, handoff_id: int):
+        handoff = selectors.handoff_get(tenant=self.tenant, handoff_id=handoff_id)
+        messages = conversation_selectors.message_list(
+            tenant=self.tenant, conversation_id=handoff.conversation_id
+        ).exclude(state=Message.State.STREAMING)
+        notes = selectors.notes_for(tenant=self.tenant, conversation_id=handoff.conversation_id)
+        names = services.user_display_names(
+            list(filter(None, [handoff.assigned_to_id, handoff.routed_to_id]))
+        )
+        return Response(
+            {
+                "handoff": handoff_row(handoff, names),
+                "summary": handoff.summary,
+                "summary_source": handoff.summary_source,
+                "owner": handoff.conversation.owner,
+                "messages": [
+                    {**conversation_services.message_as_event(m), "meta": _public_meta(m)}
+                    for m in messages
+                ],
+                "notes": [
+                    {
+                        "id": n.pk,
+                        "author": n.author.get_username() if n.author else "",
+                        "text": n.text,
+                        "created_at": n.created_at.isoformat(),
+                    }
+                    for n in notes
+                ],
+                "canned": [
+                    {"title": c.title, "text": c.text}
+                    for c in selectors.canned_responses(tenant=self.tenant)
+                ],
+                "me": request.user.pk,
+            }
+        )
+
+
+def _public_meta(message: Message) -> dict:
+    meta = message.meta or {}
+    keep = (
+        "handoff_id",
+        "reason",
+        "fallback",
+        "strength",
+        "cached",
+        "action_id",
+        "dropped_sentences",
+    )
+    return {k: meta[k] for k in keep if k in meta}
+
+
+class VersionSerializer(serializers.Serializer):
+    expected_version = serializers.IntegerField(min_value=1)
+
+
+class ClaimApi(ConsoleView):
+    @extend_schema(exclude=True)
+    def post(self, request, handoff_id: int):
+        data = VersionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        handoff = services.handoff_claim(
+            tenant_id=self.tenant.pk,
+            handoff_id=handoff_id,
+            agent=request.user,
+            expected_version=data.validated_data["expected_version"],
+        )
+        return Response({"id": handoff.pk, "state": handoff.state, "version": handoff.version})
+
+
+class CloseApi(ConsoleView):
+    class InputSerializer(VersionSerializer):
+        outcome = serializers.ChoiceField(choices=["resolved", "returned_to_bot"])
+
+    @extend_schema(exclude=True)
+    def post(self, request, handoff_id: int):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        handoff = services.handoff_close(
+            tenant_id=self.tenant.pk,
+            handoff_id=handoff_id,
+            agent=request.user,
+            expected_version=data.validated_data["expected_version"],
+            outcome=data.validated_data["outcome"],
+        )
+        return Response({"id": handoff.pk, "state": handoff.state, "version": handoff.version})
+
+
+class ReplyApi(ConsoleView):
+    class InputSerializer(serializers.Serializer):
+        text = serializers.CharField(max_length=4000)
+
+    @extend_schema(exclude=True)
+    def post(self, request, handoff_id: int):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        message = services.agent_reply_post(
+            tenant_id=self.tenant.pk,
+            handoff_id=handoff_id,
+            agent=request.user,
+            text=data.validated_data["text"],
+        )
+        return Response(conversation_services.message_as_event(message), status=201)
+
+
+class NoteApi(ConsoleView):
+    class InputSerializer(serializers.Serializer):
+        text = serializers.CharField(max_length=4000)
+
+    @extend_schema(exclude=True)
+    def post(self, request, conversation_id: int):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        note = services.note_add(
+            tenant_id=self.tenant.pk,
+            conversation_id=conversation_id,
+            agent=request.user,
+            text=data.validated_data["text"],
+        )
+        return Response({"id": note.pk, "text": note.text}, status=201)
+
+
+class TakeoverApi(ConsoleView):
+    """An agent takes a bot conversation over: opens (or reuses) a handoff and claims it."""
+
+    @extend_schema(exclude=True)
+    def post(self, request, conversation_id: int):
+        conversation = conversation_selectors.conversation_get(
+            tenant=self.tenant, conversation_id=conversation_id
+        )
+        handoff, _ = async_to_sync(orchestrator.request_handoff)(
+            conversation=conversation,
+            reason=Handoff.Reason.AGENT_TAKEOVER,
+            detail=f"taken over by {request.user.get_username()}",
+        )
+        handoff = services.handoff_claim(
+            tenant_id=self.tenant.pk,
+            handoff_id=handoff.pk,
+            agent=request.user,
+            expected_version=handoff.version,
+        )
+        return Response({"id": handoff.pk, "state": handoff.state, "version": handoff.version})

@@ -1,0 +1,168 @@
+"""Agent console live channel (`/ws/console/?tenant=<slug>`): queue changes, presence and the
+transcript of the conversation the agent is viewing. State lives in PostgreSQL; this only
+tells the page when to refetch and streams new messages."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from conversations.services import conversation_group
+from handoffs import presence
+from handoffs.models import Handoff
+from supportbot.models import Membership, Tenant
+
+
+def _membership(user, slug: str | None) -> Tenant | None:
+    if not user or not user.is_authenticated:
+        return None
+    memberships = Membership.objects.filter(user=user, tenant__is_active=True).select_related(
+        "tenant"
+    )
+    if slug:
+        memberships = memberships.filter(tenant__slug=slug)
+    found = list(memberships[:2])
+    if len(found) == 1:
+        return found[0].tenant
+    if slug and user.is_staff:
+        return Tenant.objects.filter(slug=slug, is_active=True).first()
+    return None
+
+
+class ConsoleConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        slug = parse_qs(self.scope.get("query_string", b"").decode()).get("tenant", [None])[0]
+        self.tenant = await database_sync_to_async(_membership)(self.user, slug)
+        if self.tenant is None:
+            await self.close(code=4403)
+            return
+        self.queue_group = f"handoffs_{self.tenant.pk}"
+        self.viewing: tuple[int, int] | None = None  # (handoff id, conversation id)
+        await self.channel_layer.group_add(self.queue_group, self.channel_name)
+        await self.accept()
+        await self._presence(online=True)
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "tenant", None) is None:
+            return
+        await self._unview()
+        await self.channel_layer.group_discard(self.queue_group, self.channel_name)
+        await self._presence(online=False)
+
+    async def _presence(self, *, online: bool) -> None:
+        if online:
+            await database_sync_to_async(presence.agent_heartbeat)(
+                tenant_id=self.tenant.pk, user_id=self.user.pk
+            )
+        else:
+            await database_sync_to_async(presence.agent_offline)(
+                tenant_id=self.tenant.pk, user_id=self.user.pk
+            )
+        await self.channel_layer.group_send(
+            self.queue_group, {"type": "handoff.changed", "event": "presence", "handoff_id": None}
+        )
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
+        try:
+            event = json.loads(text_data or "")
+            kind = event["type"]
+        except (json.JSONDecodeError, TypeError, KeyError):
+            await self.send(
+                text_data=json.dumps(
+                    {"type": "error", "code": "bad_event", "detail": "Events are JSON with a type."}
+                )
+            )
+            return
+        if kind == "presence.ping":
+            await database_sync_to_async(presence.agent_heartbeat)(
+                tenant_id=self.tenant.pk, user_id=self.user.pk
+            )
+            if self.viewing:
+                await database_sync_to_async(presence.viewing_set)(
+                    tenant_id=self.tenant.pk,
+                    handoff_id=self.viewing[0],
+                    user_id=self.user.pk,
+                    viewing=True,
+                )
+            await self.send(text_data=json.dumps({"type": "pong"}))
+        elif kind == "view" and isinstance(event.get("handoff_id"), int):
+            await self._view(event["handoff_id"])
+        elif kind == "unview":
+            await self._unview()
+        else:
+            await self.send(
+                text_data=json.dumps(
+                    {"type": "error", "code": "unknown_type", "detail": f"Unknown event {kind!r}."}
+                )
+            )
+
+    async def _view(self, handoff_id: int) -> None:
+        await self._unview()
+        conversation_id = await database_sync_to_async(
+            lambda: (
+                Handoff.objects.filter(pk=handoff_id, tenant=self.tenant)
+                .values_list("conversation_id", flat=True)
+                .first()
+            )
+        )()
+        if conversation_id is None:
+            await self.send(
+                text_data=json.dumps(
+                    {"type": "error", "code": "not_found", "detail": "No such handoff."}
+                )
+            )
+            return
+        self.viewing = (handoff_id, conversation_id)
+        await self.channel_layer.group_add(conversation_group(conversation_id), self.channel_name)
+        await database_sync_to_async(presence.viewing_set)(
+            tenant_id=self.tenant.pk, handoff_id=handoff_id, user_id=self.user.pk, viewing=True
+        )
+        await self.channel_layer.group_send(
+            self.queue_group,
+            {"type": "handoff.changed", "event": "viewers", "handoff_id": handoff_id},
+        )
+
+    async def _unview(self) -> None:
+        if not self.viewing:
+            return
+        handoff_id, conversation_id = self.viewing
+        self.viewing = None
+        await self.channel_layer.group_discard(
+            conversation_group(conversation_id), self.channel_name
+        )
+        await database_sync_to_async(presence.viewing_set)(
+            tenant_id=self.tenant.pk, handoff_id=handoff_id, user_id=self.user.pk, viewing=False
+        )
+        await self.channel_layer.group_send(
+            self.queue_group,
+            {"type": "handoff.changed", "event": "viewers", "handoff_id": handoff_id},
+        )
+
+    # group events
+    async def handoff_changed(self, event: dict) -> None:
+        await self.send(
+            text_data=json.dumps(
+                {
+                    "type": "queue.changed",
+                    "event": event.get("event"),
+                    "handoff_id": event.get("handoff_id"),
+                }
+            )
+        )
+
+    async def conversation_message(self, event: dict) -> None:
+        await self.send(
+            text_data=json.dumps({"type": "conversation.message", "message": event["message"]})
+        )
+
+    async def conversation_owner(self, event: dict) -> None:
+        await self.send(
+            text_data=json.dumps({"type": "conversation.owner", "owner": event["owner"]})
+        )
+
+    async def conversation_activity(self, event: dict) -> None:
+        return None

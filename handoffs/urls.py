@@ -1,0 +1,41 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from handoffs import api, views
+
+console_urlpatterns = [
+    path("console/login/", views.LoginView.as_view(), name="console-login"),
+    path(
+        "console/logout/",
+        auth_views.LogoutView.as_view(next_page="/console/login/"),
+        name="console-logout",
+    ),
+    path("console/", views.console, name="console"),
+    path("console/handoffs/<int:handoff_id>/", views.console, name="console-handoff"),
+    path("console/gaps/", views.knowledge_gaps, name="console-gaps"),
+    path("console/api/queue", api.QueueApi.as_view(), name="console-queue"),
+    path(
+        "console/api/handoffs/<int:handoff_id>",
+        api.HandoffDetailApi.as_view(),
+        name="console-handoff-detail",
+    ),
+    path(
+        "console/api/handoffs/<int:handoff_id>/claim", api.ClaimApi.as_view(), name="console-claim"
+    ),
+    path(
+        "console/api/handoffs/<int:handoff_id>/close", api.CloseApi.as_view(), name="console-close"
+    ),
+    path(
+        "console/api/handoffs/<int:handoff_id>/reply", api.ReplyApi.as_view(), name="console-reply"
+    ),
+    path(
+        "console/api/conversations/<int:conversation_id>/notes",
+        api.NoteApi.as_view(),
+        name="console-notes",
+    ),
+    path(
+        "console/api/conversations/<int:conversation_id>/takeover",
+        api.TakeoverApi.as_view(),
+        name="console-takeover",
+    ),
+]
