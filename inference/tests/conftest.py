@@ -3,6 +3,8 @@
 import uuid
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 
 from inference.pool import Pool, set_pool
 from inference.tests.replay_server import ReplayServer
@@ -48,3 +50,5 @@ async def pool(fast_settings):
     yield fresh
     await fresh.stop()
     set_pool(previous)
+    # The poller's ORM calls ran in asgiref's executor thread: close its connection there.
+    await sync_to_async(connections.close_all)()
