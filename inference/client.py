@@ -55,7 +55,7 @@ def chat_payload(
     messages: list[dict],
     max_tokens: int,
     temperature: float,
-    response_format: dict | None,
+    response_format: dict | None = None,
 ) -> dict:
     """The request body vLLM expects for a streamed chat completion with a usage chunk."""
     payload: dict = {

@@ -10,7 +10,9 @@ Every chat request body is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -148,9 +150,26 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, state: ReplayState) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, state: ReplayState, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
         self.state = state
+        self.open_connections: set = set()
+
+    def process_request_thread(self, request, client_address) -> None:
+        self.open_connections.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.open_connections.discard(request)
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # connections reset by the tests' own failure injection are expected
+
+    def kill_connections(self) -> None:
+        """Drop every open connection, as a dying worker process would."""
+        for conn in list(self.open_connections):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
 
 class ReplayServer:
@@ -171,12 +190,7 @@ class ReplayServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> ReplayServer:
-        server = _Server(self.state)
-        if self.port is not None:  # restart on the same port
-            server.server_close()
-            server = _Server.__new__(_Server)
-            ThreadingHTTPServer.__init__(server, ("127.0.0.1", self.port), _Handler)
-            server.state = self.state
+        server = _Server(self.state, self.port or 0)  # a restart keeps the port
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -184,7 +198,9 @@ class ReplayServer:
         return self
 
     def stop(self) -> None:
+        """Stop listening and drop open connections: clients see refused/reset connections."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.kill_connections()
             self._server = None

@@ -1,0 +1,107 @@
+import asyncio
+import uuid
+
+import pytest
+from django.conf import settings
+from redis.asyncio import Redis
+
+from inference.admission import TenantLimiter, check_caps, estimate_prompt_tokens
+from inference.errors import InputTooLarge, TenantRateLimited
+
+
+@pytest.fixture
+async def redis():
+    client = Redis.from_url(settings.REDIS_URL)
+    yield client
+    await client.aclose()
+
+
+def limiter(redis, **kw) -> TenantLimiter:
+    opts = {"tokens_per_minute": 600, "burst": 1000, "max_concurrency": 2}
+    opts.update(kw)
+    return TenantLimiter(redis, prefix=f"sb:test:{uuid.uuid4().hex[:8]}", **opts)
+
+
+def test_estimate_grows_with_text_and_messages():
+    one = estimate_prompt_tokens([{"role": "user", "content": "x" * 350}])
+    assert 100 <= one <= 110
+    two = estimate_prompt_tokens(
+        [{"role": "system", "content": ""}, {"role": "user", "content": "x" * 350}]
+    )
+    assert two > one
+
+
+def test_hard_caps_reject_oversized_input_and_output():
+    check_caps(prompt_tokens=100, max_tokens=100, max_input=100, max_output=100)
+    with pytest.raises(InputTooLarge, match="max_tokens"):
+        check_caps(prompt_tokens=1, max_tokens=101, max_input=100, max_output=100)
+    with pytest.raises(InputTooLarge, match="prompt"):
+        check_caps(prompt_tokens=101, max_tokens=1, max_input=100, max_output=100)
+    with pytest.raises(InputTooLarge):
+        check_caps(prompt_tokens=1, max_tokens=0, max_input=100, max_output=100)
+
+
+async def test_bucket_admits_until_empty_then_rate_limits_with_retry_after(redis):
+    lim = limiter(redis, max_concurrency=10)
+    await lim.acquire(tenant_id=1, cost=600, lease_ttl_s=60)
+    await lim.acquire(tenant_id=1, cost=390, lease_ttl_s=60)
+    with pytest.raises(TenantRateLimited) as err:
+        await lim.acquire(tenant_id=1, cost=300, lease_ttl_s=60)
+    # ~10 left, 290 missing at 10 tokens/s -> ~29 s.
+    assert 27 <= err.value.retry_after <= 30
+    assert err.value.status == 429
+    assert err.value.extra["retry_after"] >= 27
+
+
+async def test_tenants_have_separate_buckets(redis):
+    lim = limiter(redis)
+    await lim.acquire(tenant_id=1, cost=1000, lease_ttl_s=60)
+    await lim.acquire(tenant_id=2, cost=1000, lease_ttl_s=60)
+
+
+async def test_concurrency_cap_and_release(redis):
+    lim = limiter(redis)
+    a = await lim.acquire(tenant_id=7, cost=1, lease_ttl_s=60)
+    await lim.acquire(tenant_id=7, cost=1, lease_ttl_s=60)
+    with pytest.raises(TenantRateLimited, match="in flight"):
+        await lim.acquire(tenant_id=7, cost=1, lease_ttl_s=60)
+    await lim.release(a)
+    assert await lim.in_flight(tenant_id=7) == 1
+    await lim.acquire(tenant_id=7, cost=1, lease_ttl_s=60)
+
+
+async def test_expired_leases_free_their_slot(redis):
+    lim = limiter(redis, max_concurrency=1)
+    await lim.acquire(tenant_id=3, cost=1, lease_ttl_s=0.05)
+    with pytest.raises(TenantRateLimited):
+        await lim.acquire(tenant_id=3, cost=1, lease_ttl_s=0.05)
+    await asyncio.sleep(0.1)
+    await lim.acquire(tenant_id=3, cost=1, lease_ttl_s=60)
+
+
+async def test_release_refunds_unused_tokens(redis):
+    lim = limiter(redis, max_concurrency=10)
+    lease = await lim.acquire(tenant_id=4, cost=1000, lease_ttl_s=60)
+    with pytest.raises(TenantRateLimited):
+        await lim.acquire(tenant_id=4, cost=500, lease_ttl_s=60)
+    await lim.release(lease, used_tokens=300)  # 700 come back
+    await lim.acquire(tenant_id=4, cost=650, lease_ttl_s=60)
+
+
+async def test_two_limiters_share_state_through_redis(redis):
+    prefix = f"sb:test:{uuid.uuid4().hex[:8]}"
+    other = Redis.from_url(settings.REDIS_URL)
+    try:
+        a = TenantLimiter(redis, tokens_per_minute=60, burst=100, max_concurrency=5, prefix=prefix)
+        b = TenantLimiter(other, tokens_per_minute=60, burst=100, max_concurrency=5, prefix=prefix)
+        await a.acquire(tenant_id=1, cost=80, lease_ttl_s=60)
+        with pytest.raises(TenantRateLimited):
+            await b.acquire(tenant_id=1, cost=80, lease_ttl_s=60)
+    finally:
+        await other.aclose()
+
+
+async def test_cost_above_burst_can_never_pass(redis):
+    lim = limiter(redis)
+    with pytest.raises(InputTooLarge):
+        await lim.acquire(tenant_id=1, cost=1001, lease_ttl_s=60)
