@@ -10,6 +10,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.pagination import CursorPagination
+from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -103,8 +104,20 @@ class MessagePagination(CursorPagination):
     max_page_size = 200
 
 
+class EventStreamRenderer(BaseRenderer):
+    """Lets `Accept: text/event-stream` through content negotiation (the view streams)."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode()
+
+
 class ConversationMessagesApi(APIView):
     """POST sends a customer message; GET pages through the history (cursor)."""
+
+    renderer_classes = [JSONRenderer, BrowsableAPIRenderer, EventStreamRenderer]
 
     class InputSerializer(serializers.Serializer):
         client_message_id = serializers.CharField(max_length=100)

@@ -193,7 +193,7 @@ async def respond(*, conversation_id: int, message: Message, emit: Emit = _noop)
     if conversation.weak_evidence_streak:
         await _db(services.conversation_set_weak_streak)(conversation_id=conversation.pk, streak=0)
 
-    cache_key = _cache_key(conversation, message.text, audience)
+    cache_key = await _db(_cache_key)(conversation, message.text, audience)
     if cache_key:
         cached = await _db(cache.get)(cache_key)
         if cached:
@@ -495,6 +495,7 @@ async def _finish(
         customer_state=draft.customer_state,
         stats=draft.stats,
     )
+    message.state = draft.customer_state
     await emit(_completed_event(saved))
     return Outcome(customer_message=message, reply=saved)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
+from handoffs import presence
 from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote
 from supportbot.errors import NotFound
 from supportbot.models import Tenant
@@ -65,8 +66,14 @@ def handoff_queue_position(*, handoff: Handoff) -> QueuePosition:
     else:
         per_case = DEFAULT_HANDLE_MINUTES
     per_case = max(per_case, 0.5)
+    online = len(presence.agents_online(tenant_id=handoff.tenant_id))
+    open_count = Handoff.objects.filter(tenant_id=handoff.tenant_id, state__in=OPEN_STATES).count()
+    capacity = handoff.tenant.handoff_capacity * online
     return QueuePosition(
-        position=ahead + 1, estimated_wait_minutes=round(per_case * (ahead + 1), 1)
+        position=ahead + 1,
+        estimated_wait_minutes=round(per_case * (ahead + 1) / max(online, 1), 1),
+        agents_online=online,
+        ask_for_email=online == 0 or open_count > capacity,
     )
 
 

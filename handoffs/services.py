@@ -82,7 +82,7 @@ def _transition(
     *, handoff_id: int, tenant_id: int, expected_version: int | None, allowed_from: tuple[str, ...]
 ) -> Handoff:
     handoff = (
-        Handoff.objects.select_for_update()
+        Handoff.objects.select_for_update(of=("self",))
         .select_related("assigned_to")
         .filter(pk=handoff_id, tenant_id=tenant_id)
         .first()

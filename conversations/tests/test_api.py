@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
 
 from conversations.models import Conversation, Message
@@ -172,13 +173,17 @@ def test_feedback_on_a_customer_message_is_rejected(api_client, conv, help_cente
     assert r.json()["error"]["field"] == "message_id"
 
 
+async def _collect(response) -> bytes:
+    return b"".join([chunk async for chunk in response.streaming_content])
+
+
 def test_sse_streams_the_websocket_events(api_client, conv, help_center):
     r = post_message(
         api_client, conv["id"], "s1", "How long do refunds take?", HTTP_ACCEPT="text/event-stream"
     )
     assert r.status_code == 200
     assert r["Content-Type"] == "text/event-stream"
-    raw = b"".join(r.streaming_content).decode()
+    raw = async_to_sync(_collect)(r).decode()
     events = [json.loads(block.split("data: ", 1)[1]) for block in raw.strip().split("\n\n")]
     types = [e["type"] for e in events]
     assert types[0] == "message.accepted"

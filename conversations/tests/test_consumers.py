@@ -48,7 +48,7 @@ async def test_question_streams_an_answer_with_sources(tenant, help_center, loca
         {"type": "message.send", "client_message_id": "m1", "text": "How long do refunds take?"}
     )
     completed, seen = await receive_until(comm, "answer.completed")
-    types = [e["type"] for e in seen]
+    types = [e["type"] for e in seen if e["type"] != "message.created"]  # group copies
     assert types[:2] == ["message.accepted", "answer.started"]
     assert "answer.delta" in types
     assert completed["citations"][0]["document_id"] == help_center["returns"].pk
