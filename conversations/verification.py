@@ -277,3 +277,30 @@ def best_sentences(
         scores.append(float(vectors[0] @ vectors[i + 1]) + 0.3 * overlap)
     chosen = sorted(sorted(range(len(sentences)), key=lambda i: -scores[i])[:limit])
     return [sentences[i] for i in chosen]
+
+
+ELLIPSIS = " … "
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.replace("’", "'").split())
+
+
+def join_quote(passage_text: str, sentences: Sequence[str]) -> str:
+    """Join quoted sentences: a space where they are adjacent in the passage, else " … "."""
+    source = _squash(passage_text)
+    quote = ""
+    for sentence in sentences:
+        if not quote:
+            quote = sentence
+        elif _squash(f"{quote} {sentence}") in source:
+            quote = f"{quote} {sentence}"
+        else:
+            quote = f"{quote}{ELLIPSIS}{sentence}"
+    return quote
+
+
+def quote_is_verbatim(quote: str, passage_text: str) -> list[str]:
+    """The pieces of a quote that do not occur verbatim in the passage (empty when faithful)."""
+    source = _squash(passage_text)
+    return [piece for piece in quote.split(ELLIPSIS.strip()) if _squash(piece) not in source]
