@@ -555,10 +555,11 @@ def _resolve(action: ActionRequest) -> ActionRequest:
 def _decide(*, action_id: int, agent, approve: bool, reason: str, expected_version: int):
     action = (
         ActionRequest.objects.select_for_update(of=("self",))
-        .select_related("tenant", "decided_by")
+        .select_related("tenant")
         .filter(pk=action_id)
         .first()
     )
+    # `decided_by` is read after the lock: a join would show the pre-lock (empty) row.
     if action is None or not selectors.can_decide(user=agent, tenant=action.tenant):
         raise NotFound("No such action.")
     if action.state != State.AWAITING_APPROVAL or action.version != expected_version:

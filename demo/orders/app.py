@@ -3,7 +3,8 @@
 
 Fault injection (tests and demos) through `PUT /admin/faults`:
 - `latency_ms`: sleep before answering any /orders or /refunds request;
-- `fail_count` + `fail_status`: answer the next N of them with that 5xx, doing nothing;
+- `fail_count` + `fail_status` (+ `fail_method`, e.g. "POST"): answer the next N of them
+  (with that method) with that 5xx, doing nothing;
 - `commit_then_timeout_count` + `timeout_sleep_s`: commit the next N refunds, then sleep
   past the client's timeout before answering (the client sees a timeout, the refund exists).
 `GET /admin/requests` lists what was received (to count provider calls), `POST /admin/reset`
@@ -49,20 +50,24 @@ def create_app(cfg: service_config.ServiceConfig | None = None) -> Starlette:
         faults = store.faults()
         if faults.get("latency_ms"):
             await asyncio.sleep(float(faults["latency_ms"]) / 1000)
-        if faults.get("fail_count") and store.take_fault("fail_count"):
+        method = faults.get("fail_method")
+        matches = not method or method.upper() == request.method
+        if faults.get("fail_count") and matches and store.take_fault("fail_count"):
             status = int(faults.get("fail_status", 503))
             return error(status, "injected_failure", "Injected failure.")
         return None
 
     async def handle(request: Request, handler) -> JSONResponse:
-        key = request.headers.get("idempotency-key")
+        logged = store.log_request(
+            method=request.method,
+            path=request.url.path,
+            key=request.headers.get("idempotency-key"),
+        )
         if not authorized(request):
             response = error(401, "unauthorized", "Missing or wrong bearer token.")
         else:
             response = await faulted(request) or await handler(request)
-        store.log_request(
-            method=request.method, path=request.url.path, key=key, status=response.status_code
-        )
+        store.log_status(logged, response.status_code)
         return response
 
     async def order_get(request: Request) -> JSONResponse:
@@ -114,7 +119,7 @@ def create_app(cfg: service_config.ServiceConfig | None = None) -> Starlette:
             return error(401, "unauthorized", "Missing or wrong bearer token.")
         if request.method == "PUT":
             data: dict[str, Any] = await request.json()
-            store.set_faults({k: data[k] for k in data if isinstance(data[k], int | float)})
+            store.set_faults({k: v for k, v in data.items() if isinstance(v, int | float | str)})
         return JSONResponse(store.faults())
 
     async def admin_requests(request: Request) -> JSONResponse:

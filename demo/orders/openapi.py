@@ -174,8 +174,8 @@ OPENAPI = {
         },
         "/admin/faults": {
             "put": {
-                "summary": "Inject faults (tests): latency_ms, fail_count + fail_status, "
-                "commit_then_timeout_count + timeout_sleep_s",
+                "summary": "Inject faults (tests): latency_ms, fail_count + fail_status "
+                "(+ fail_method), commit_then_timeout_count + timeout_sleep_s",
                 "responses": {"200": {"description": "The fault settings now in force"}},
             }
         },

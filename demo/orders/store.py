@@ -120,12 +120,19 @@ class Store:
             self.db.execute("DELETE FROM faults")
         self.seed(replace=True)
 
-    def log_request(self, *, method: str, path: str, key: str | None, status: int) -> None:
+    def log_request(self, *, method: str, path: str, key: str | None) -> int:
+        """Log a request on arrival (so a client that timed out still counts); return its id."""
+        with self.lock:
+            cur = self.db.execute(
+                "INSERT INTO request_log (method, path, idempotency_key, at) VALUES (?, ?, ?, ?)",
+                (method, path, key, _iso(datetime.now(UTC))),
+            )
+            return cur.lastrowid
+
+    def log_status(self, request_id: int, status: int) -> None:
         with self.lock:
             self.db.execute(
-                "INSERT INTO request_log (method, path, idempotency_key, status_code, at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (method, path, key, status, _iso(datetime.now(UTC))),
+                "UPDATE request_log SET status_code = ? WHERE id = ?", (status, request_id)
             )
 
     def requests(self) -> list[dict[str, Any]]:
