@@ -23,4 +23,5 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     *knowledge_urls.pages,
     *conversation_urls.page_urlpatterns,
+    path("", include("actions.urls")),
 ]
