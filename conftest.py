@@ -5,6 +5,7 @@ import os
 import pytest
 from rest_framework.test import APIClient
 
+from demo.orders import testing as order_testing
 from supportbot.services import api_key_create
 from supportbot.tests.factories import MembershipFactory, TenantFactory
 
@@ -50,3 +51,18 @@ def agent(tenant):
 @pytest.fixture
 def tenant_admin(tenant):
     return MembershipFactory(tenant=tenant, role="admin").user
+
+
+@pytest.fixture(scope="session")
+def order_service(tmp_path_factory):
+    """The reference order service (demo/orders) as a real subprocess on a loopback port."""
+    service = order_testing.start(tmp_path_factory.mktemp("orders"))
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def orders(order_service):
+    """The order service with fresh data: no refunds, no logged requests, no faults."""
+    order_service.reset()
+    return order_service

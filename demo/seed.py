@@ -1,4 +1,5 @@
-"""The demo tenant "acme": logins and its help center (demo/helpcenter); later parts add orders.
+"""The demo tenant "acme": logins, its help center (demo/helpcenter) and its order system
+(demo/orders: the provider config points at the reference service; customers cust-1001/1002).
 
 Idempotent: running it again changes nothing that exists. Demo passwords come from
 `DEMO_PASSWORD` or are generated once and kept in `var/demo-credentials.json` (never in git).
@@ -16,6 +17,10 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
 
+from actions import selectors as action_selectors
+from actions import services as action_services
+from conversations import services as conversation_services
+from demo.orders import config as order_service_config
 from knowledge import selectors as knowledge_selectors
 from knowledge import services as knowledge_services
 from supportbot.models import Membership, Tenant
@@ -108,9 +113,34 @@ def seed_helpcenter(tenant: Tenant) -> tuple[int, int]:
     return created, changed
 
 
+DEMO_CUSTOMERS = [
+    ("cust-1001", "Alex Rivera", "alex@example.com"),
+    ("cust-1002", "Sam Chen", "sam@example.com"),
+]
+
+
+def seed_orders_provider(tenant: Tenant) -> str:
+    """Point the tenant at the reference order service (URL and token from its env/var)."""
+    cfg = order_service_config.load()
+    base_url = settings.ORDER_SERVICE_URL or cfg.base_url
+    current = action_selectors.provider_config_get(tenant=tenant)
+    if current is None or current.base_url != base_url.rstrip("/"):
+        action_services.provider_config_set(
+            tenant=tenant, base_url=base_url, token=cfg.token, actor=Actor.system("seed_demo")
+        )
+    for external_id, name, email in DEMO_CUSTOMERS:
+        conversation_services.customer_get_or_create_verified(
+            tenant=tenant, external_id=external_id, name=name, email=email
+        )
+    return base_url
+
+
 def seed_all(stdout=None) -> list[DemoLogin]:
     """Seed everything the demo needs; return the logins to print."""
     tenant, logins = seed_tenant_and_logins()
+    orders_url = seed_orders_provider(tenant)
+    if stdout is not None:
+        stdout.write(f"Order system: {orders_url} (customers cust-1001, cust-1002).")
     created, changed = seed_helpcenter(tenant)
     if stdout is not None and (created or changed):
         stdout.write(

@@ -32,9 +32,12 @@ start() {  # start NAME CMD...: run CMD in the background, logging to var/log/NA
 }
 
 start qcluster $PY manage.py qcluster
+# The demo tenant's order system (demo/orders): its own ASGI app, port and SQLite file.
+start ordersvc $PY -m demo.orders
 
 echo "Supportbot is serving at http://$HOST:$PORT/ (readiness: http://$HOST:$PORT/readyz)"
 echo "  API docs: http://$HOST:$PORT/api/docs/   admin: http://$HOST:$PORT/admin/"
-echo "  Logs: var/log/ (daphne.log, qcluster.log)"
+echo "  Actions console: http://$HOST:$PORT/console/actions/   order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json"
+echo "  Logs: var/log/ (daphne.log, qcluster.log, ordersvc.log)"
 start daphne $PY -m daphne -b "$HOST" -p "$PORT" --proxy-headers supportbot.asgi:application
 wait -n "${pids[@]}"

@@ -279,3 +279,19 @@ INFERENCE = {
     "MAX_OUTPUT_TOKENS": env.int("INFERENCE_MAX_OUTPUT_TOKENS", default=1024),
     "METRICS_BEARER_TOKEN": env.str("METRICS_BEARER_TOKEN", default=""),
 }
+
+# --------------------------------------------------------------------------- actions
+# Fernet key for tenants' provider credentials; empty = a dev key derived from SECRET_KEY.
+ACTIONS_ENCRYPTION_KEY = env.str("ACTIONS_ENCRYPTION_KEY", default="")
+ACTIONS = {
+    # Default provider timeout (a tenant's ProviderConfig.timeout_seconds overrides it).
+    "PROVIDER_TIMEOUT_S": env.float("ACTIONS_PROVIDER_TIMEOUT_S", default=5.0),
+    "PROVIDER_CONNECT_TIMEOUT_S": env.float("ACTIONS_PROVIDER_CONNECT_TIMEOUT_S", default=2.0),
+    # An `executing` row older than this is presumed abandoned and resolved by lookup.
+    "STALE_EXECUTING_S": env.float("ACTIONS_STALE_EXECUTING_S", default=60.0),
+    # An `approved` row that nobody started after this long is executed by the sweeper.
+    "STALE_APPROVED_S": env.float("ACTIONS_STALE_APPROVED_S", default=30.0),
+    "MAX_ATTEMPTS": env.int("ACTIONS_MAX_ATTEMPTS", default=5),
+}
+# The demo tenant's order system (demo/orders); seed_demo points `acme` at it.
+ORDER_SERVICE_URL = env.str("ORDER_SERVICE_URL", default="")

@@ -25,4 +25,5 @@ urlpatterns = [
     *knowledge_urls.pages,
     *conversation_urls.page_urlpatterns,
     *handoff_urls.console_urlpatterns,
+    path("", include("actions.urls")),
 ]
