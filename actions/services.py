@@ -621,6 +621,11 @@ def action_decide(
 # --------------------------------------------------------------------------- sweep, notify
 
 
+def action_mark_notified(*, action_id: int, state: str) -> None:
+    """Record that the customer was already told about `state` (by the bot's own reply)."""
+    ActionRequest.objects.filter(pk=action_id, state=state).update(notified_state=state)
+
+
 def notify_customer(*, action: ActionRequest) -> Message | None:
     """Tell the customer a settled outcome reached outside their request (approval, sweeper).
 

@@ -21,6 +21,10 @@ from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.utils import timezone
 
+from actions import intents as action_intents
+from actions import messages as action_messages
+from actions import registry as action_registry
+from actions import services as action_services
 from conversations import intents, selectors, services
 from conversations.models import Conversation, Message
 from conversations.verification import (
@@ -36,6 +40,7 @@ from handoffs import services as handoff_services
 from handoffs.models import Handoff
 from inference import gateway
 from knowledge import selectors as knowledge
+from supportbot.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +160,10 @@ async def respond(*, conversation_id: int, message: Message, emit: Emit = _noop)
         }[signal.kind]
         return await _hand_off(conversation, message, reply, reason, signal.detail, emit)
 
+    proposal = await _propose_action(conversation, message)
+    if proposal is not None:
+        return await _run_action(conversation, message, reply, proposal, emit, started)
+
     await _db(services.message_set_state)(message_id=message.pk, state=Message.State.SEARCHING)
     audience = _audience(conversation)
     query = await _db(_search_query)(conversation=conversation, message=message)
@@ -264,6 +273,94 @@ async def respond(*, conversation_id: int, message: Message, emit: Emit = _noop)
             CACHE_TTL_SECONDS,
         )
     return outcome
+
+
+# --------------------------------------------------------------------------- actions
+
+
+ACTION_PROMPT = (
+    "Decide whether the customer's message asks to look up an order or to refund an order. "
+    "Answer with a tool call only. Use the order id and the amount exactly as the customer "
+    "wrote them; if the customer did not state an amount, do not request a refund."
+)
+
+
+async def _propose_action(conversation: Conversation, message: Message):
+    """A tool proposal for this message: deterministic signals first, then the model.
+
+    The model may only fill in what the customer wrote: a model-proposed amount or order id
+    that does not occur in the customer's own text is discarded here, and `action_propose`
+    validates everything again before anything runs.
+    """
+    proposal = action_intents.propose_from_text(message.text)
+    if proposal is None or proposal.follow_up != "ask_refund_amount":
+        return proposal
+    if not await _db(gateway.gateway_available)():
+        return proposal
+    try:
+        result = await gateway.complete(
+            tenant_id=conversation.tenant_id,
+            messages=[
+                {"role": "system", "content": ACTION_PROMPT},
+                {"role": "user", "content": message.text},
+            ],
+            max_tokens=80,
+            role="small",
+            affinity_key=f"conv:{conversation.pk}",
+            response_format=action_registry.proposal_response_format(),
+        )
+        parsed = action_registry.proposal_parse(result.text)
+    except (gateway.InferenceError, action_registry.ArgumentsInvalid) as exc:
+        logger.info("model tool proposal unusable for message %s: %s", message.pk, exc)
+        return proposal
+    if parsed is None:
+        return proposal
+    tool, arguments = parsed
+    grounded = all(
+        _occurs_in(str(arguments.get(name, "")), message.text)
+        for name in ("order_id", "amount")
+        if name in arguments
+    )
+    if not grounded:
+        logger.info("model proposal %s %s not grounded in the message; ignored", tool, arguments)
+        return proposal
+    return action_intents.Proposal(tool=tool, arguments=arguments, source="model")
+
+
+def _occurs_in(value: str, text: str) -> bool:
+    value = value.strip().lower().removesuffix(".0")
+    return bool(value) and value in text.lower().replace("$", " ").replace(",", "")
+
+
+async def _run_action(conversation, message, reply, proposal, emit: Emit, started: float):
+    """Validate, check and run the proposed tool; the reply text comes from the ledger."""
+    await _db(services.message_set_state)(message_id=message.pk, state=Message.State.CALLING_TOOL)
+    try:
+        action = await _db(action_services.action_propose)(
+            conversation=conversation,
+            customer=conversation.customer,
+            tool=proposal.tool,
+            arguments=proposal.arguments,
+            source=proposal.source,
+        )
+        action = await _db(action_services.action_run)(action_id=action.pk)
+    except ApplicationError as exc:
+        # Rejected before any call (logged and audited by the actions app).
+        text = (
+            "I couldn't process that request as written. Could you check the order number "
+            f"and amount? ({exc.detail})"
+        )
+        draft = Draft(text, Message.Kind.ACTION)
+        draft.stats["meta"] = {"action_rejected": exc.code}
+        return await _finish(conversation, message, reply, draft, emit, started, stream=True)
+    text = action_messages.customer_text(action)
+    if proposal.follow_up == "ask_refund_amount" and action.state == "succeeded":
+        text += " If you'd like a refund, tell me the amount and I'll request it."
+    await _db(action_services.action_mark_notified)(action_id=action.pk, state=action.state)
+    draft = Draft(text, Message.Kind.ACTION)
+    draft.stats["tool_outcome_ref"] = str(action.pk)
+    draft.stats["meta"] = {"action_id": action.pk, "action_state": action.state}
+    return await _finish(conversation, message, reply, draft, emit, started, stream=True)
 
 
 # --------------------------------------------------------------------------- steps
