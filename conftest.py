@@ -5,8 +5,14 @@ import os
 import pytest
 from rest_framework.test import APIClient
 
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # optional locally; required in CI (see `browser`)
+    sync_playwright = None
+
 from demo.orders import testing as order_testing
 from supportbot.services import api_key_create
+from supportbot.tests import stack
 from supportbot.tests.factories import MembershipFactory, TenantFactory
 
 
@@ -66,3 +72,37 @@ def orders(order_service):
     """The order service with fresh data: no refunds, no logged requests, no faults."""
     order_service.reset()
     return order_service
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def live_stack():
+    """The product as `make run` serves it, on its own ports and database."""
+    running = stack.start()
+    yield running
+    stack.drop(running)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian Chromium driven by Playwright (skips locally without it; fails under CI=true)."""
+    require_or_skip(
+        sync_playwright is not None and os.path.exists(CHROMIUM),
+        f"needs playwright and Debian chromium at {CHROMIUM} (apt-get install -y chromium)",
+    )
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

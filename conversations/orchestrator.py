@@ -563,6 +563,14 @@ def _extractive(*, query: str, passages) -> Draft:
     return Draft(text, Message.Kind.EXTRACTIVE, chosen, quotes, {"prompt_version": "extractive-v1"})
 
 
+def _heading(passage) -> str:
+    """The section path under the document title (the title is shown separately)."""
+    path = list(passage.heading_path)
+    if path and path[0].strip().lower() == passage.title.strip().lower():
+        path = path[1:]
+    return " › ".join(path)
+
+
 def _citations(draft: Draft) -> list[dict]:
     return [
         {
@@ -571,7 +579,7 @@ def _citations(draft: Draft) -> list[dict]:
             "document_id": p.document_id,
             "document_version": p.document_version,
             "title": p.title,
-            "heading": " › ".join(p.heading_path),
+            "heading": _heading(p),
             "quote": draft.quotes.get(n, "")[:400],
             "span": list(p.span),
             "url": p.url,
@@ -657,8 +665,8 @@ async def request_handoff(
 def _queue_text(position) -> str:
     if position.ask_for_email:
         return (
-            "Our team is busy or offline right now, so this may take a while. Your conversation "
-            "stays in the queue; leave your email and we'll follow up there."
+            "Everyone on our team is busy or offline right now, so this may take a while. Your "
+            "conversation stays in the queue; leave your email and we'll follow up there."
         )
     return (
         f"You're number {position.position} in the queue; the wait is about "

@@ -9,7 +9,8 @@ PY=.venv/bin/python
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 GRACE=${STOP_GRACE_SECONDS:-10}
-mkdir -p var/log
+LOG_DIR=${SUPPORTBOT_LOG_DIR:-var/log}
+mkdir -p "$LOG_DIR"
 
 pids=()
 cleanup() {
@@ -27,7 +28,7 @@ trap cleanup EXIT INT TERM
 
 start() {  # start NAME CMD...: run CMD in the background, logging to var/log/NAME.log
     local name=$1; shift
-    "$@" >>"var/log/$name.log" 2>&1 &
+    "$@" >>"$LOG_DIR/$name.log" 2>&1 &
     pids+=($!)
 }
 
@@ -38,6 +39,6 @@ start ordersvc $PY -m demo.orders
 echo "Supportbot is serving at http://$HOST:$PORT/ (readiness: http://$HOST:$PORT/readyz)"
 echo "  API docs: http://$HOST:$PORT/api/docs/   admin: http://$HOST:$PORT/admin/"
 echo "  Actions console: http://$HOST:$PORT/console/actions/   order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json"
-echo "  Logs: var/log/ (daphne.log, qcluster.log, ordersvc.log)"
+echo "  Logs: $LOG_DIR/ (daphne.log, qcluster.log, ordersvc.log)"
 start daphne $PY -m daphne -b "$HOST" -p "$PORT" --proxy-headers supportbot.asgi:application
 wait -n "${pids[@]}"

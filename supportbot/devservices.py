@@ -98,6 +98,15 @@ def _ensure_database(admin_url: str) -> None:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
 
 
+def postgres_url_for(database: str) -> str:
+    """URL of another database on the (started) embedded server."""
+    postgres_start()
+    info = _pg_info()
+    if info is None:
+        raise ServiceError("embedded PostgreSQL is not running")
+    return info.get_uri(database=database)
+
+
 def postgres_url() -> str | None:
     info = _pg_info()
     return info.get_uri(database=DATABASE_NAME) if info else None

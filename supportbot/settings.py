@@ -65,7 +65,13 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL}], "prefix": "sb:ch", "capacity": 500},
+        # redis-py 8 defaults socket_timeout to 5 s, the same as channels-redis' blocking
+        # BZPOPMIN timeout: idle consumers then die with TimeoutError. Read longer.
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "prefix": "sb:ch",
+            "capacity": 500,
+        },
     }
 }
 Q_CLUSTER = {

@@ -174,7 +174,11 @@
     },
     "answer.completed": (ev) => { typing.hidden = true; renderMessage(ev.message); },
     "answer.pending": () => { typing.hidden = false; },
-    "message.created": (ev) => { if (ev.message.state !== "streaming") renderMessage(ev.message); },
+    "message.created": (ev) => {
+      if (ev.message.state === "streaming") return;
+      if (ev.message.role === "bot") typing.hidden = true;  // e.g. finished while reconnecting
+      renderMessage(ev.message);
+    },
     "agent.message": (ev) => { typing.hidden = true; renderMessage(ev.message); },
     "handoff.started": (ev) => showHandoff(ev),
     "conversation.owner": (ev) => {
@@ -200,8 +204,8 @@
                  `queue (about ${wait} min). You can keep writing here.`);
       return;
     }
-    showNotice("Our team is busy or offline right now. Your conversation stays in the queue; " +
-               "leave your email and we'll follow up there.");
+    showNotice("A person from our team will pick this up, but everyone is busy or offline right " +
+               "now. Your conversation stays in the queue; leave your email and we'll follow up.");
     const form = document.createElement("form");
     form.className = "contact";
     const label = document.createElement("label");

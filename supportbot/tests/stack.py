@@ -1,0 +1,128 @@
+"""The whole product as `make run` starts it (scripts/run.sh: daphne, qcluster, order service),
+on free loopback ports and a database of its own, for browser tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from supportbot import devservices
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Stack:
+    url: str
+    database_url: str
+    database_name: str
+    process: subprocess.Popen
+    env: dict
+    log_dir: Path
+
+    def sql(self, query: str, params: tuple = ()) -> list[tuple]:
+        with psycopg.connect(self.database_url) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def logins(self) -> dict[str, str]:
+        return json.loads((devservices.var_dir() / "demo-credentials.json").read_text())
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return result.stdout
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+
+
+def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
+    """Migrate and seed a fresh database, start run.sh, wait until ready and indexed."""
+    name = f"supportbot_e2e_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(devservices.postgres_url_for("postgres"), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    database_url = devservices.postgres_url_for(name)
+    port, order_port = free_port(), free_port()
+    log_dir = devservices.var_dir() / "log" / name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "SUPPORTBOT_REDIS_DB": "2",
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "ORDER_SERVICE_PORT": str(order_port),
+        "ORDER_SERVICE_URL": f"http://127.0.0.1:{order_port}",
+        "ORDER_SERVICE_DB": str(log_dir / "orders.sqlite3"),
+        "SUPPORTBOT_LOG_DIR": str(log_dir),
+        "Q_WORKERS": "1",
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    stack = Stack(f"http://127.0.0.1:{port}", database_url, name, None, env, log_dir)  # type: ignore[arg-type]
+    stack.manage("migrate", "--noinput")
+    stack.manage("seed_demo")
+    with open(log_dir / "run.log", "w") as log:
+        stack.process = subprocess.Popen(  # noqa: S603
+            ["bash", "scripts/run.sh"],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stack.process.poll() is not None:
+            raise RuntimeError(f"run.sh exited; see {log_dir}")
+        try:
+            if httpx.get(f"{stack.url}/readyz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    else:
+        stack.stop()
+        raise RuntimeError(f"stack not ready in {timeout}s; see {log_dir}")
+    while time.monotonic() < deadline:
+        ready = stack.sql("SELECT count(*) FROM knowledge_document WHERE status = 'ready'")[0][0]
+        if ready >= wait_for_documents:
+            return stack
+        time.sleep(1)
+    stack.stop()
+    raise RuntimeError(f"documents not indexed in {timeout}s; see {log_dir}")
+
+
+def drop(stack: Stack) -> None:
+    stack.stop()
+    with psycopg.connect(devservices.postgres_url_for("postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{stack.database_name}" WITH (FORCE)')
