@@ -110,9 +110,25 @@
     if (box) box.textContent = text;
   }
 
-  async function loadDetail() {
+  // Coalesce bursts of reloads (claim → queue.changed → owner change) into one fetch.
+  let detailTimer = null;
+  function loadDetail() {
+    return new Promise((resolve) => {
+      clearTimeout(detailTimer);
+      detailTimer = setTimeout(() => renderDetail().then(resolve, resolve), 80);
+    });
+  }
+
+  async function renderDetail() {
     if (!current) return;
     const d = await api(`handoffs/${current}`);
+    // Keep what the agent is typing (and where) across re-renders.
+    const drafts = {};
+    for (const id of ["reply-text", "note-text"]) {
+      const box = document.getElementById(id);
+      if (box) drafts[id] = box.value;
+    }
+    const focused = document.activeElement && document.activeElement.id;
     currentData = d;
     const h = d.handoff;
     const mine = h.assigned_to_id === me;
@@ -151,6 +167,7 @@
       onclick: () => act(async () => {
         if (!noteBox.value.trim()) return;
         await api(`conversations/${h.conversation_id}/notes`, { text: noteBox.value });
+        noteBox.value = "";
       }) }, "Add note");
 
     detail.replaceChildren(
@@ -171,6 +188,9 @@
         ...d.notes.map((n) => el("p", {}, el("strong", {}, `${n.author}: `), n.text)),
         noteBox, noteBtn),
     );
+    if (drafts["reply-text"] && !replyBox.disabled) replyBox.value = drafts["reply-text"];
+    if (drafts["note-text"]) noteBox.value = drafts["note-text"];
+    if (focused) document.getElementById(focused)?.focus();
   }
 
   function send(event) {

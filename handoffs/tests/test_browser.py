@@ -1,0 +1,119 @@
+"""Customer and agent in two browser contexts on the make-run stack: a clean, live handoff."""
+
+import pytest
+
+pytestmark = pytest.mark.browser
+SHOTS = "var/screenshots"
+
+
+def bot_replies(stack, conversation_id: int) -> int:
+    return stack.sql(
+        "SELECT count(*) FROM conversations_message WHERE conversation_id = %s AND role = 'bot'",
+        (conversation_id,),
+    )[0][0]
+
+
+def test_customer_asks_for_a_human_agent_claims_replies_and_gives_back(live_stack, browser):
+    agent_ctx = browser.new_context()
+    agent = agent_ctx.new_page()
+    agent.goto(f"{live_stack.url}/console/login/")
+    agent.fill("input[name=username]", "agent")
+    agent.fill("input[name=password]", live_stack.logins()["agent"])
+    agent.click("button[type=submit]")
+    agent.wait_for_url("**/console/")
+    agent.wait_for_selector("#agents:has-text('Online')", timeout=15000)
+
+    customer_ctx = browser.new_context(viewport={"width": 390, "height": 780})
+    customer = customer_ctx.new_page()
+    customer.goto(f"{live_stack.url}/chat/acme/")
+    customer.wait_for_selector("#status:has-text('Online')", timeout=20000)
+    customer.fill("#input", "I want to talk to a human about my broken stove")
+    customer.click("#send")
+    customer.wait_for_selector("#notice:has-text('person from our team')", timeout=30000)
+    conversation_id = live_stack.sql("SELECT max(conversation_id) FROM handoffs_handoff")[0][0]
+
+    # The agent sees it appear live (no reload), opens and claims it.
+    item = agent.locator(".queue-item", has_text="broken stove")
+    item.wait_for(timeout=15000)
+    item.click()
+    agent.wait_for_selector("#transcript:has-text('broken stove')")
+    agent.click("#claim")
+    agent.wait_for_selector(".status-line:has-text('claimed by agent')", timeout=10000)
+    customer.wait_for_selector("#status:has-text('Chatting with our team')", timeout=10000)
+
+    agent.fill("#reply-text", "Hi, I'm Sam. Sorry about the stove, let's fix this.")
+    agent.click("#reply-send")
+    customer.wait_for_selector("article.msg.agent:has-text('Sorry about the stove')", timeout=10000)
+    agent.screenshot(path=f"{SHOTS}/console-claimed.png")
+    customer.screenshot(path=f"{SHOTS}/chat-agent-reply.png")
+
+    # The bot stays silent while the agent owns the conversation.
+    before = bot_replies(live_stack, conversation_id)
+    customer.fill("#input", "How long does standard shipping take?")
+    customer.click("#send")
+    agent.wait_for_selector("#transcript:has-text('standard shipping')", timeout=10000)
+    customer.wait_for_timeout(3000)
+    assert bot_replies(live_stack, conversation_id) == before
+    assert customer.locator("article.msg.bot", has_text="business days").count() == 0
+
+    # Give it back: the bot answers again.
+    agent.click("#give-back")
+    customer.wait_for_selector("#status:has-text('Online')", timeout=10000)
+    customer.fill("#input", "How much does overnight shipping cost?")
+    customer.click("#send")
+    customer.wait_for_selector("article.msg.bot:has-text('29.95')", timeout=30000)
+    assert bot_replies(live_stack, conversation_id) == before + 1
+    states = live_stack.sql(
+        "SELECT state FROM handoffs_handoff WHERE conversation_id = %s", (conversation_id,)
+    )
+    assert states == [("returned_to_bot",)]
+    agent_ctx.close()
+    customer_ctx.close()
+
+
+def test_second_agent_is_told_the_handoff_is_already_claimed(live_stack, browser):
+    customer_ctx = browser.new_context()
+    customer = customer_ctx.new_page()
+    customer.goto(f"{live_stack.url}/chat/acme/")
+    customer.wait_for_selector("#status:has-text('Online')", timeout=20000)
+    customer.click("#human")
+    customer.wait_for_selector("#notice:has-text('person from our team')", timeout=30000)
+    handoff_id = live_stack.sql("SELECT max(id) FROM handoffs_handoff")[0][0]
+
+    pages = []
+    for username in ("agent", "agent2"):
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        page.goto(f"{live_stack.url}/console/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", live_stack.logins()[username])
+        page.click("button[type=submit]")
+        page.wait_for_url("**/console/")
+        page.goto(f"{live_stack.url}/console/handoffs/{handoff_id}/")
+        page.wait_for_selector("#claim")
+        pages.append(page)
+    pages[0].wait_for_selector(".viewers", timeout=15000)  # who is viewing shows in the queue
+    pages[0].click("#claim")
+    pages[0].wait_for_selector(".status-line:has-text('claimed by agent')")
+    # The other agent's page updates live: claimed by agent, claim disabled.
+    pages[1].wait_for_selector(".status-line:has-text('claimed by agent')", timeout=10000)
+    assert pages[1].locator("#claim").is_disabled()
+    # A claim sent with the version the page loaded first loses with a clear message.
+    lost = pages[1].evaluate(
+        """async (id) => {
+            const csrf = document.querySelector('[name=csrfmiddlewaretoken]').value;
+            const r = await fetch(`/console/api/handoffs/${id}/claim`, {method: 'POST',
+              headers: {'Content-Type': 'application/json', 'X-CSRFToken': csrf},
+              body: JSON.stringify({expected_version: 1})});
+            return [r.status, (await r.json()).error.detail];
+        }""",
+        handoff_id,
+    )
+    assert lost == [409, "Already claimed by agent."]
+    owners = live_stack.sql(
+        "SELECT u.username FROM handoffs_handoff h JOIN auth_user u ON u.id = h.assigned_to_id "
+        "WHERE h.id = %s",
+        (handoff_id,),
+    )
+    assert owners == [("agent",)]
+    customer_ctx.close()
