@@ -78,6 +78,8 @@ Q_CLUSTER = {
     "catch_up": False,
     "redis": REDIS_URL,
     "orm": None,
+    # Lets `Q_CLUSTER_NAME=<name>` run a cluster on a private queue (tests do).
+    "ALT_CLUSTERS": {},
 }
 
 # --------------------------------------------------------------------------- apps
