@@ -12,12 +12,6 @@ from supportbot.services import Actor
 HELPCENTER = Path(__file__).resolve().parents[2] / "demo" / "helpcenter"
 
 
-@pytest.fixture(autouse=True)
-def _media_root(settings, tmp_path):
-    """Uploaded files go to a temporary media root, not the developer's var/media."""
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-
-
 def upload(tenant, name: str, data: bytes, **kwargs) -> Document:
     """Upload through the service as the system (indexing is not run)."""
     return services.document_upload(
