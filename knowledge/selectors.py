@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from django.conf import settings
@@ -286,11 +286,7 @@ def search_passages(
         tenant=tenant, chunk_ids=top, audience=audience, query=query, embedding=embedding
     )
     passages = sorted(
-        (
-            Passage(**{**p.__dict__, "score": round(fused[p.chunk_id], 6)})
-            for p in passages
-            if p.chunk_id in fused
-        ),
+        (replace(p, score=round(fused[p.chunk_id], 6)) for p in passages),
         key=lambda p: (-p.score, p.chunk_id),
     )
     lap("fetch", t)
