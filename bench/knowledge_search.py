@@ -160,7 +160,7 @@ def build_corpus(rebuild: bool) -> None:
             dtype=np.float32,
         )
         print("  reusing the real embeddings of bench-s00")
-    Tenant.objects.filter(slug__startswith="bench-").delete()
+    Tenant.objects.filter(slug__startswith="bench-").exclude(slug="bench-indexing").delete()
     plan = [(f"bench-s{i:02d}", SMALL_ROWS) for i in range(SMALL_TENANTS)]
     plan.insert(1, ("bench-big", BIG_ROWS))
     rng = random.Random(42)
