@@ -25,6 +25,12 @@ def require_or_skip(available: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path):
+    """Uploaded files go to a temporary media root, not the developer's var/media."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
 @pytest.fixture
 def tenant(db):
     return TenantFactory(slug="acme-test", name="Acme Test")

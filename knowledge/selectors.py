@@ -9,13 +9,14 @@ fused with weighted Reciprocal Rank Fusion (k=60).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import QuerySet
 from django.urls import reverse
 
@@ -23,6 +24,8 @@ from knowledge.embeddings import embed_query
 from knowledge.models import Chunk, Document, DocumentVersion, TenantKnowledge
 from supportbot.errors import NotFound
 from supportbot.models import Tenant
+
+logger = logging.getLogger(__name__)
 
 RRF_K = 60
 CANDIDATES = 30
@@ -33,6 +36,7 @@ COSINE_LOW, COSINE_HIGH = 0.15, 0.60
 EVIDENCE_COSINE_WEIGHT = 0.7
 STRONG_EVIDENCE, WEAK_EVIDENCE = 0.55, 0.3
 TRIGRAM_THRESHOLD = 0.5
+TRIGRAM_TIMEOUT_MS = 60
 # Weighted RRF: MiniLM is the strongest single list on paraphrased customer questions; the
 # lexical lists add exact terms, codes and typos (weights chosen on the demo evaluation set,
 # where equal weights reached recall@5 0.962 against vector-only 1.000).
@@ -180,7 +184,9 @@ def vector_candidates(
 
 def _trigram_terms(*, tenant: Tenant, query: str) -> list[str]:
     """Query terms the tenant's full-text index cannot match: misspelled words and codes
-    written differently (TR2210 for TR-2210). Trigram search covers exactly these."""
+    written differently (TR2210 for TR-2210). Trigram search covers exactly these; on a
+    large tenant it can still be slow (common trigrams), so it runs under a time limit.
+    """
     codes = [m.group() for m in _CODE_RE.finditer(query)]
     words = [w.lower() for w in _WORD_RE.findall(query) if w not in codes]
     candidates = list(dict.fromkeys([*codes, *words]))[:12]
@@ -206,17 +212,24 @@ def trigram_candidates(
     where, params = _filter_sql(tenant=tenant, audience=audience)
     matches = " OR ".join(["%s <%% c.text"] * len(terms))
     scores = " + ".join(["word_similarity(%s, c.text)"] * len(terms))
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true)",
-            [str(TRIGRAM_THRESHOLD)],
-        )
-        cursor.execute(
-            f"SELECT c.id, {scores} AS s FROM knowledge_chunk c "  # noqa: S608
-            f"WHERE {where} AND ({matches}) ORDER BY s DESC, c.id LIMIT %s",
-            [*terms, *params, *terms, limit],
-        )
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
+                " set_config('statement_timeout', %s, true)",
+                [str(TRIGRAM_THRESHOLD), str(TRIGRAM_TIMEOUT_MS)],
+            )
+            cursor.execute(
+                f"SELECT c.id, {scores} AS s FROM knowledge_chunk c "  # noqa: S608
+                f"WHERE {where} AND ({matches}) ORDER BY s DESC, c.id LIMIT %s",
+                [*terms, *params, *terms, limit],
+            )
+            return [(row[0], float(row[1])) for row in cursor.fetchall()]
+    except OperationalError as exc:  # the auxiliary list gives up rather than stall a search
+        if getattr(exc.__cause__, "sqlstate", None) != "57014":  # query_canceled
+            raise
+        logger.warning("trigram search for %s timed out after %s ms", terms, TRIGRAM_TIMEOUT_MS)
+        return []
 
 
 def _vector_literal(embedding: list[float]) -> str:
@@ -286,11 +299,7 @@ def search_passages(
         tenant=tenant, chunk_ids=top, audience=audience, query=query, embedding=embedding
     )
     passages = sorted(
-        (
-            Passage(**{**p.__dict__, "score": round(fused[p.chunk_id], 6)})
-            for p in passages
-            if p.chunk_id in fused
-        ),
+        (replace(p, score=round(fused[p.chunk_id], 6)) for p in passages),
         key=lambda p: (-p.score, p.chunk_id),
     )
     lap("fetch", t)

@@ -85,6 +85,8 @@ Q_CLUSTER = {
     "catch_up": False,
     "redis": REDIS_URL,
     "orm": None,
+    # Lets `Q_CLUSTER_NAME=<name>` run a cluster on a private queue (tests do).
+    "ALT_CLUSTERS": {},
 }
 
 # --------------------------------------------------------------------------- apps
@@ -219,7 +221,7 @@ KNOWLEDGE_EMBEDDINGS_API_KEY = env.str("EMBEDDINGS_API_KEY", default="")
 KNOWLEDGE_EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=30.0)
 KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=10 * 1024 * 1024)
 KNOWLEDGE_STUCK_AFTER_SECONDS = env.int("KNOWLEDGE_STUCK_AFTER_SECONDS", default=900)
-KNOWLEDGE_EXACT_SCAN_MAX_ROWS = env.int("KNOWLEDGE_EXACT_SCAN_MAX_ROWS", default=20000)
+KNOWLEDGE_EXACT_SCAN_MAX_ROWS = env.int("KNOWLEDGE_EXACT_SCAN_MAX_ROWS", default=5000)
 
 # --------------------------------------------------------------------------- logging
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -1,0 +1,1 @@
+"""Benchmarks that write markdown reports under bench/out/."""

@@ -1,0 +1,149 @@
+from unittest import mock
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from knowledge import services
+from knowledge.models import Chunk, Document
+from supportbot.models import AuditEvent
+
+from .conftest import upload, upload_and_index
+
+MD = b"# Returns\n\n## Window\n\nReturn items within 30 days of delivery.\n"
+
+
+def _file(name: str, data: bytes, content_type: str = "") -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, data, content_type=content_type or "application/octet-stream")
+
+
+def test_upload_returns_202_and_enqueues_indexing_on_commit(
+    api_client, tenant, django_capture_on_commit_callbacks
+):
+    with (
+        mock.patch("knowledge.services.async_task") as enqueue,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        r = api_client.post(
+            "/api/v1/knowledge-documents",
+            {"file": _file("returns.md", MD), "title": "Returns", "audience": "public"},
+        )
+    assert r.status_code == 202, r.content
+    body = r.json()
+    assert (body["title"], body["status"], body["version"]) == ("Returns", "pending", 1)
+    enqueue.assert_called_once_with(services.INDEX_TASK, body["id"], 1, group="knowledge-index")
+    assert AuditEvent.objects.filter(
+        tenant=tenant, action="knowledge.document.uploaded", target_id=str(body["id"])
+    ).exists()
+
+
+def test_status_shows_progress_until_ready(api_client, tenant):
+    document = upload(tenant, "returns.md", MD)
+    assert api_client.get(f"/api/v1/knowledge-documents/{document.pk}").json()["status"] == (
+        "pending"
+    )
+    services.document_index(document_id=document.pk, version=1)
+    body = api_client.get(f"/api/v1/knowledge-documents/{document.pk}").json()
+    assert (body["status"], body["live_version"], body["progress_percent"]) == ("ready", 1, 100)
+    assert body["chunks_done"] == body["chunks_total"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "code"),
+    [
+        ("report.docx", b"PK\x03\x04 binary", "unsupported_type"),
+        ("fake.pdf", b"<html>not a pdf</html>", "unsupported_type"),
+        ("empty.md", b"", "empty_file"),
+        ("blank.txt", b"  \n\n ", "empty_file"),
+    ],
+)
+def test_bad_files_are_rejected_with_a_named_problem(api_client, name, data, code):
+    r = api_client.post("/api/v1/knowledge-documents", {"file": _file(name, data)})
+    assert r.status_code == 400, r.content
+    assert r.json()["error"]["code"] == code
+    assert r.json()["error"]["field"] == "file"
+    assert not Document.objects.exists()
+
+
+def test_file_over_the_limit_is_413(api_client, settings):
+    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 100
+    r = api_client.post("/api/v1/knowledge-documents", {"file": _file("big.md", b"x" * 101)})
+    assert r.status_code == 413, r.content
+    assert r.json()["error"]["code"] == "file_too_large"
+
+
+def test_missing_file_is_400(api_client):
+    r = api_client.post("/api/v1/knowledge-documents", {"title": "No file"})
+    assert r.status_code == 400, r.content
+    assert r.json()["error"]["field"] == "file"
+
+
+def test_delete_removes_document_and_chunks(api_client, tenant):
+    document = upload_and_index(tenant, "returns.md", MD)
+    r = api_client.delete(f"/api/v1/knowledge-documents/{document.pk}")
+    assert r.status_code == 204, r.content
+    assert not Chunk.objects.filter(document_id=document.pk).exists()
+    assert api_client.get(f"/api/v1/knowledge-documents/{document.pk}").status_code == 404
+    assert AuditEvent.objects.filter(action="knowledge.document.deleted").count() == 1
+
+
+def test_other_tenants_document_is_404_for_read_and_delete(api_client, other_tenant):
+    theirs = upload(other_tenant, "returns.md", MD)
+    assert api_client.get(f"/api/v1/knowledge-documents/{theirs.pk}").status_code == 404
+    assert api_client.delete(f"/api/v1/knowledge-documents/{theirs.pk}").status_code == 404
+    assert Document.objects.filter(pk=theirs.pk).exists()
+    listed = api_client.get("/api/v1/knowledge-documents").json()["results"]
+    assert theirs.pk not in {d["id"] for d in listed}
+
+
+def test_agents_can_read_but_not_upload(tenant, agent):
+    client = APIClient()
+    client.force_login(agent)
+    r = client.post("/api/v1/knowledge-documents", {"file": _file("a.md", MD)})
+    assert r.status_code == 403, r.content
+    assert client.get("/api/v1/knowledge-documents").status_code == 200
+
+
+def test_replacing_via_api_creates_a_new_version(api_client, tenant):
+    document = upload_and_index(tenant, "returns.md", MD)
+    r = api_client.post(
+        f"/api/v1/knowledge-documents/{document.pk}/versions",
+        {"file": _file("returns.md", MD.replace(b"30", b"45"))},
+    )
+    assert r.status_code == 202, r.content
+    assert (r.json()["version"], r.json()["live_version"], r.json()["status"]) == (2, 1, "pending")
+
+
+def test_search_api_as_partner_defaults_to_customer_audience(api_client, tenant, agent):
+    upload_and_index(tenant, "public.md", b"# Returns\n\nReturn items within 30 days.\n")
+    upload_and_index(
+        tenant, "internal.md", b"# Playbook\n\nReturn exceptions need a lead.\n", audience="agents"
+    )
+    r = api_client.get("/api/v1/search", {"q": "return items"})
+    assert r.status_code == 200, r.content
+    titles = {p["title"] for p in r.json()["passages"]}
+    assert titles == {"public"}
+    assert r.json()["strength"] in {"strong", "weak", "none"}
+    as_agent = api_client.get("/api/v1/search", {"q": "return items", "audience": "agent"})
+    assert {p["title"] for p in as_agent.json()["passages"]} == {"public", "internal"}
+    console = APIClient()
+    console.force_login(agent)
+    r = console.get("/api/v1/search", {"q": "return exceptions"})
+    assert "internal" in {p["title"] for p in r.json()["passages"]}
+
+
+def test_search_api_requires_a_query(api_client):
+    r = api_client.get("/api/v1/search")
+    assert r.status_code == 400, r.content
+    assert r.json()["error"]["field"] == "q"
+
+
+def test_schema_documents_the_knowledge_endpoints(client, db):
+    schema = client.get("/api/schema/").content.decode()
+    for operation in [
+        "knowledge_documents_create",
+        "knowledge_documents_retrieve",
+        "knowledge_documents_destroy",
+        "knowledge_search",
+    ]:
+        assert operation in schema

@@ -1,0 +1,179 @@
+import random
+
+import pytest
+
+from knowledge.embeddings import embed_query
+from knowledge.models import Document
+from knowledge.selectors import (
+    Audience,
+    chunk_get_many,
+    fulltext_candidates,
+    search_passages,
+    trigram_candidates,
+    vector_candidates,
+)
+
+from .conftest import upload_and_index
+from .factories import ChunkFactory, DocumentFactory, near_vector, random_unit_vector
+
+QUERY = "how long is the return window for tents"
+LURE = "Return window for tents: tents can be returned within 30 days. Return window tents."
+
+
+@pytest.fixture
+def crowded(tenant, other_tenant):
+    """Many near-perfect matches that the asker must never see, a few it may see.
+
+    `other_tenant` and the restricted documents of `tenant` hold 300 chunks whose text and
+    vectors match QUERY almost exactly; `tenant` has 6 public chunks that match less well.
+    Filtering after a top-k scan would return nothing (or the wrong rows).
+    """
+    rng = random.Random(7)
+    target = embed_query(QUERY)
+    for i in range(20):
+        doc = DocumentFactory(tenant=other_tenant, title=f"Their returns {i}")
+        for _ in range(10):
+            ChunkFactory(document=doc, text=LURE, embedding=near_vector(target, rng))
+    for audience, segments in [("agents", []), ("segments", ["vip"])]:
+        for i in range(5):
+            doc = DocumentFactory(
+                tenant=tenant,
+                title=f"Restricted {audience} {i}",
+                audience=audience,
+                segments=segments,
+            )
+            for _ in range(10):
+                ChunkFactory(document=doc, text=LURE, embedding=near_vector(target, rng))
+    public = DocumentFactory(tenant=tenant, title="Our returns")
+    mine = [
+        ChunkFactory(
+            document=public,
+            text=f"Tents may be returned within the window, rule {i}.",
+            embedding=near_vector(target, rng, noise=0.08),
+        )
+        for i in range(6)
+    ]
+    return {"public": {c.pk for c in mine}}
+
+
+def _doc_filter(ids, **filters) -> set[int]:
+    return set(Document.objects.filter(chunks__id__in=ids, **filters).values_list("pk", flat=True))
+
+
+@pytest.mark.parametrize("plan", ["exact", "hnsw"])
+def test_vector_search_filters_tenant_and_audience_inside_the_scan(tenant, crowded, plan):
+    ranked, used = vector_candidates(
+        tenant=tenant,
+        embedding=embed_query(QUERY),
+        audience=Audience.customer(),
+        limit=5,
+        plan=plan,
+    )
+    assert used == plan
+    assert {i for i, _ in ranked} <= crowded["public"]
+    assert len(ranked) == 5  # filled from the tenant's own rows, not emptied by post-filtering
+
+
+def test_customer_search_never_returns_other_tenants_or_restricted_chunks(tenant, crowded):
+    result = search_passages(tenant=tenant, query=QUERY, audience=Audience.customer(), limit=8)
+    ids = {p.chunk_id for p in result.passages}
+    assert ids
+    assert ids <= crowded["public"]
+    assert len(result.passages) == 6
+    lexical = fulltext_candidates(tenant=tenant, query=QUERY, audience=Audience.customer())
+    assert {i for i, _ in lexical} <= crowded["public"]
+
+
+def test_segment_customer_sees_own_segment_but_not_agent_documents(tenant, crowded):
+    result = search_passages(
+        tenant=tenant, query=QUERY, audience=Audience.customer(["vip"]), limit=20
+    )
+    docs = Document.objects.filter(pk__in={p.document_id for p in result.passages})
+    assert {d.audience for d in docs} == {"segments"}  # the 50 closest; no agent-only ones
+    assert all(d.tenant == tenant for d in docs)
+
+
+def test_agent_sees_restricted_documents_of_own_tenant_only(tenant, other_tenant, crowded):
+    result = search_passages(tenant=tenant, query=QUERY, audience=Audience.agent(), limit=20)
+    docs = Document.objects.filter(pk__in={p.document_id for p in result.passages})
+    assert "agents" in {d.audience for d in docs}
+    assert all(d.tenant == tenant for d in docs)
+    ids = [p.chunk_id for p in result.passages]
+    assert not _doc_filter(ids, tenant=other_tenant)
+
+
+def test_trigram_finds_codes_written_differently(tenant):
+    doc = DocumentFactory(tenant=tenant, title="Repairs")
+    code = ChunkFactory(
+        document=doc, text="Pole sections for the Trailhead 2 tent TR-2210 cost $12."
+    )
+    ChunkFactory(document=doc, text="Zipper replacement costs from $15 to $35.")
+    ChunkFactory(
+        document=DocumentFactory(tenant=tenant, title="Hidden", audience="agents"),
+        text="Internal note about TR-2210 poles.",
+    )
+    ranked = trigram_candidates(tenant=tenant, terms=["TR2210"], audience=Audience.customer())
+    assert [i for i, _ in ranked] == [code.pk]
+
+
+def test_strength_is_strong_for_an_answerable_question_and_none_off_topic(tenant):
+    upload_and_index(
+        tenant,
+        "returns.md",
+        b"# Returns\n\n## Return window\n\nYou can return most items within 30 days of "
+        b"delivery. Opened items get store credit only.\n",
+    )
+    upload_and_index(
+        tenant, "account.md", b"# Account\n\n## Password\n\nReset links expire after 60 minutes.\n"
+    )
+    answerable = search_passages(
+        tenant=tenant,
+        query="how many days do I have to return an item",
+        audience=Audience.customer(),
+    )
+    assert answerable.strength == "strong"
+    assert answerable.passages[0].heading_path == ["Returns", "Return window"]
+    assert answerable.passages[0].evidence > answerable.passages[-1].evidence
+    assert set(answerable.timings_ms) >= {"embed", "fulltext", "vector_exact", "trigram", "total"}
+    off_topic = search_passages(
+        tenant=tenant, query="who won the football world cup", audience=Audience.customer()
+    )
+    assert off_topic.strength == "none"
+
+
+def test_passage_url_points_to_the_public_page_and_is_empty_for_restricted(tenant, client):
+    public = upload_and_index(tenant, "a.md", b"# Returns\n\nReturn within 30 days.\n")
+    upload_and_index(
+        tenant, "b.md", b"# Internal\n\nReturn exceptions need a lead.\n", audience="agents"
+    )
+    result = search_passages(tenant=tenant, query="return", audience=Audience.agent())
+    urls = {p.document_id: p.url for p in result.passages}
+    chunk = next(p for p in result.passages if p.document_id == public.pk)
+    assert urls[public.pk] == f"/kb/{tenant.slug}/{public.pk}/v1/#chunk-{chunk.chunk_id}"
+    assert [u for d, u in urls.items() if d != public.pk] == [""]
+    page = client.get(urls[public.pk].split("#")[0])
+    assert page.status_code == 200
+    assert f'id="chunk-{chunk.chunk_id}"' in page.content.decode()
+
+
+def test_restricted_and_foreign_documents_have_no_public_page(tenant, other_tenant, client):
+    restricted = upload_and_index(tenant, "b.md", b"# Internal\n\nSecret.\n", audience="agents")
+    assert client.get(f"/kb/{tenant.slug}/{restricted.pk}/").status_code == 404
+    public = upload_and_index(tenant, "a.md", b"# Public\n\nHello.\n")
+    assert client.get(f"/kb/{other_tenant.slug}/{public.pk}/").status_code == 404
+    assert client.get(f"/kb/{tenant.slug}/{public.pk}/v9/").status_code == 404
+
+
+def test_chunk_get_many_keeps_order_and_skips_other_tenants(tenant, other_tenant):
+    mine = ChunkFactory.create_batch(3, document=DocumentFactory(tenant=tenant))
+    theirs = ChunkFactory(document=DocumentFactory(tenant=other_tenant))
+    ids = [mine[2].pk, theirs.pk, mine[0].pk]
+    assert [p.chunk_id for p in chunk_get_many(tenant=tenant, chunk_ids=ids)] == [
+        mine[2].pk,
+        mine[0].pk,
+    ]
+
+
+def test_random_vectors_helper_is_unit_length():
+    vector = random_unit_vector(random.Random(1))
+    assert abs(sum(v * v for v in vector) - 1) < 1e-9

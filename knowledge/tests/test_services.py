@@ -1,0 +1,171 @@
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.core.files.base import ContentFile
+from django.utils import timezone
+
+from knowledge import services
+from knowledge.models import Chunk, Document, DocumentVersion
+from knowledge.selectors import Audience, chunk_get_many, knowledge_version, search_passages
+from supportbot.errors import ApplicationError
+from supportbot.models import AuditEvent
+from supportbot.services import Actor
+
+from .conftest import upload, upload_and_index
+
+MD = b"# Returns\n\n## Window\n\nReturn items within 30 days of delivery.\n"
+MD_V2 = b"# Returns\n\n## Window\n\nReturn items within 45 days of delivery.\n"
+
+
+def test_indexing_stores_live_chunks_with_heading_path_span_and_vector(tenant):
+    document = upload_and_index(tenant, "returns.md", MD)
+    assert document.status == Document.Status.READY
+    assert (document.live_version, document.chunks_done, document.chunks_total) == (1, 1, 1)
+    chunk = Chunk.objects.get(document=document)
+    source = DocumentVersion.objects.get(document=document, version=1)
+    assert chunk.heading_path == ["Returns", "Window"]
+    assert source.text[chunk.span_start : chunk.span_end] == chunk.text
+    assert chunk.is_live
+    assert chunk.tenant == tenant
+    assert len(chunk.embedding) == 384
+
+
+def test_indexing_twice_is_a_no_op(tenant):
+    document = upload_and_index(tenant, "returns.md", MD)
+    again = services.document_index(document_id=document.pk, version=1)
+    assert again.status == Document.Status.READY
+    assert Chunk.objects.filter(document=document).count() == 1
+
+
+def test_pdf_without_text_fails_the_document_with_a_clear_error(tenant, blank_pdf):
+    document = upload_and_index(tenant, "scan.pdf", blank_pdf)
+    assert document.status == Document.Status.FAILED
+    assert "no extractable text" in document.error
+    assert not Chunk.objects.filter(document=document).exists()
+
+
+def test_replacing_the_file_makes_a_new_version_and_keeps_old_citations(tenant):
+    document = upload_and_index(tenant, "returns.md", MD)
+    old_chunk = Chunk.objects.get(document=document)
+    replaced, created = services.document_replace_file(
+        tenant=tenant,
+        document_id=document.pk,
+        file=ContentFile(MD_V2, name="returns.md"),
+        actor=Actor.system(),
+    )
+    assert created
+    assert replaced.version == 2
+    assert replaced.status == Document.Status.PENDING
+    # Until v2 is ready, v1 is still what customers find.
+    found = search_passages(tenant=tenant, query="return window", audience=Audience.customer())
+    assert [p.document_version for p in found.passages] == [1]
+
+    services.document_index(document_id=document.pk, version=2)
+    found = search_passages(tenant=tenant, query="return window", audience=Audience.customer())
+    assert [(p.document_version, "45 days" in p.text) for p in found.passages] == [(2, True)]
+    cited = chunk_get_many(tenant=tenant, chunk_ids=[old_chunk.pk])
+    assert cited[0].document_version == 1
+    assert "30 days" in cited[0].text
+
+
+def test_uploading_identical_bytes_makes_no_new_version(tenant):
+    document = upload_and_index(tenant, "returns.md", MD)
+    same, created = services.document_replace_file(
+        tenant=tenant,
+        document_id=document.pk,
+        file=ContentFile(MD, name="returns.md"),
+        actor=Actor.system(),
+    )
+    assert not created
+    assert same.version == 1
+    assert same.status == Document.Status.READY
+
+
+def test_stale_version_task_does_not_overwrite_the_newer_version(tenant):
+    document = upload(tenant, "returns.md", MD)
+    services.document_replace_file(
+        tenant=tenant,
+        document_id=document.pk,
+        file=ContentFile(MD_V2, name="returns.md"),
+        actor=Actor.system(),
+    )
+    services.document_index(document_id=document.pk, version=1)  # late task for v1
+    document.refresh_from_db()
+    assert document.status == Document.Status.PENDING
+    assert not Chunk.objects.filter(document=document).exists()
+
+
+def test_knowledge_version_changes_on_upload_ready_and_delete(tenant):
+    seen = [knowledge_version(tenant=tenant)]
+    document = upload(tenant, "returns.md", MD)
+    seen.append(knowledge_version(tenant=tenant))
+    services.document_index(document_id=document.pk, version=1)
+    seen.append(knowledge_version(tenant=tenant))
+    services.document_delete(tenant=tenant, document_id=document.pk, actor=Actor.system())
+    seen.append(knowledge_version(tenant=tenant))
+    assert len(set(seen)) == 4
+
+
+def test_delete_removes_chunks_versions_and_is_audited(tenant):
+    document = upload_and_index(tenant, "returns.md", MD)
+    services.document_delete(tenant=tenant, document_id=document.pk, actor=Actor.system("t"))
+    assert not Document.objects.filter(pk=document.pk).exists()
+    assert not Chunk.objects.filter(document_id=document.pk).exists()
+    assert not DocumentVersion.objects.filter(document_id=document.pk).exists()
+    event = AuditEvent.objects.get(action="knowledge.document.deleted")
+    assert event.target_id == str(document.pk)
+    assert event.data["chunks"] == 1
+
+
+def test_other_tenants_document_cannot_be_deleted(tenant, other_tenant):
+    document = upload(other_tenant, "returns.md", MD)
+    with pytest.raises(ApplicationError) as exc:
+        services.document_delete(tenant=tenant, document_id=document.pk, actor=Actor.system())
+    assert exc.value.status == 404
+    assert Document.objects.filter(pk=document.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("audience", "segments", "field"),
+    [("segments", [], "segments"), ("public", ["vip"], "segments"), ("everyone", [], "audience")],
+)
+def test_audience_must_fit_segments(tenant, audience, segments, field):
+    with pytest.raises(ApplicationError) as exc:
+        upload(tenant, "a.md", MD, audience=audience, segments=segments)
+    assert exc.value.field == field
+
+
+def test_sweeper_reenqueues_stuck_documents_and_fails_them_after_max_attempts(
+    tenant, settings, django_capture_on_commit_callbacks
+):
+    settings.KNOWLEDGE_STUCK_AFTER_SECONDS = 60
+    stuck = upload(tenant, "a.md", MD)
+    exhausted = upload(tenant, "b.md", MD)
+    fresh = upload(tenant, "c.md", MD)
+    old = timezone.now() - timedelta(minutes=5)
+    Document.objects.filter(pk=stuck.pk).update(status="embedding", attempts=1, updated_at=old)
+    Document.objects.filter(pk=exhausted.pk).update(status="extracting", attempts=3, updated_at=old)
+    with (
+        mock.patch("knowledge.services.async_task") as enqueue,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        requeued = services.documents_sweep_stuck()
+    assert requeued == [stuck.pk]
+    enqueue.assert_called_once_with(services.INDEX_TASK, stuck.pk, 1, group="knowledge-index")
+    exhausted.refresh_from_db()
+    fresh.refresh_from_db()
+    assert exhausted.status == Document.Status.FAILED
+    assert "3 attempts" in exhausted.error
+    assert fresh.status == Document.Status.PENDING
+    # The re-enqueued task finishes the stuck document.
+    services.document_index(document_id=stuck.pk, version=1)
+    stuck.refresh_from_db()
+    assert stuck.status == Document.Status.READY
+
+
+def test_failed_document_can_be_reindexed(tenant, blank_pdf):
+    document = upload_and_index(tenant, "scan.pdf", blank_pdf)
+    services.document_reindex(tenant=tenant, document_id=document.pk, actor=Actor.system())
+    document.refresh_from_db()
+    assert (document.status, document.error, document.attempts) == ("pending", "", 0)

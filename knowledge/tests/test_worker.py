@@ -1,0 +1,100 @@
+"""Upload -> ready through a real django-q2 cluster (`manage.py qcluster` subprocess)."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django_q.conf import Conf
+
+from knowledge.models import Chunk
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _test_database_url() -> str:
+    db = connection.settings_dict
+    host = db["HOST"]
+    netloc = quote(db["USER"] or "")
+    if host.startswith("/"):
+        url = f"postgresql://{netloc}@/{db['NAME']}?host={quote(host)}"
+        return url + (f"&port={db['PORT']}" if db["PORT"] else "")
+    return f"postgresql://{netloc}:{quote(db['PASSWORD'] or '')}@{host}:{db['PORT']}/{db['NAME']}"
+
+
+@pytest.fixture
+def qcluster(monkeypatch, tmp_path):
+    """A one-worker cluster on a private queue, against pytest-django's test database."""
+    name = f"sbtest-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", name)
+    env = {
+        **os.environ,
+        "DATABASE_URL": _test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "Q_CLUSTER_NAME": name,
+        "Q_WORKERS": "1",
+    }
+    log_path = tmp_path / "qcluster.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=log, stderr=log
+    )
+    process.log_path = log_path
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+def _wait_ready(client, document_id: int, process, timeout: float = 180) -> dict:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/v1/knowledge-documents/{document_id}").json()
+        seen.append(body["status"])
+        if body["status"] in ("ready", "failed"):
+            return body
+        if process.poll() is not None:
+            log = process.log_path.read_text()[-2000:]
+            pytest.fail(f"qcluster exited with {process.returncode}:\n{log}")
+        time.sleep(0.5)
+    log = process.log_path.read_text()[-2000:]
+    pytest.fail(f"document {document_id} not ready after {timeout}s ({seen[-3:]}):\n{log}")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_pdf_and_html_uploads_become_ready_through_the_qcluster_worker(
+    api_client, tenant, qcluster, warranty_pdf, shipping_html
+):
+    ids = {}
+    for name, data, content_type in [
+        ("warranty.pdf", warranty_pdf, "application/pdf"),
+        ("shipping.html", shipping_html, "text/html"),
+    ]:
+        r = api_client.post(
+            "/api/v1/knowledge-documents",
+            {"file": SimpleUploadedFile(name, data, content_type=content_type)},
+        )
+        assert r.status_code == 202, r.content
+        ids[name] = r.json()["id"]
+    for name, document_id in ids.items():
+        body = _wait_ready(api_client, document_id, qcluster)
+        assert body["status"] == "ready", (name, body["error"])
+        assert body["chunks_total"] > 3
+    r = api_client.get("/api/v1/search", {"q": "how do I file a warranty claim"})
+    top = r.json()["passages"][0]
+    assert top["document_id"] == ids["warranty.pdf"]
+    assert top["heading_path"][-1] == "How to file a warranty claim"
+    assert Chunk.objects.filter(document_id=ids["shipping.html"], is_live=True).exists()
