@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import httpx
@@ -55,6 +56,25 @@ class WorkerState:
     tokens_per_s: float | None = None
     inflight: int = 0
     _prev_tokens: tuple[float, float] | None = field(default=None, repr=False)
+    # (monotonic time, metrics) every ~10 s over the last ~5 min: engine-side windowed percentiles
+    _history: deque = field(default_factory=lambda: deque(maxlen=31), repr=False)
+
+    def engine_window(self, now: float) -> dict:
+        """Engine-side TTFT/ITL p50/p95 (ms) over the recent window, from histogram deltas."""
+        if self.metrics is None:
+            return {}
+        if not self._history or now - self._history[-1][0] >= 10.0:
+            self._history.append((now, self.metrics))
+        since, base = self._history[0]
+        out: dict = {"window_s": round(now - since, 1)}
+        for name in ("ttft", "itl"):
+            hist = getattr(self.metrics, name)
+            if base is not self.metrics:
+                hist = hist.minus(getattr(base, name))
+            for q in (50, 95):
+                value = hist.quantile(q / 100)
+                out[f"{name}_p{q}_ms"] = None if value is None else round(value * 1000, 1)
+        return out
 
     def view(self, now: float) -> router.WorkerView:
         m = self.metrics
@@ -228,6 +248,7 @@ class Pool:
             stored = metrics.to_dict()
             stored["tokens_per_s"] = ws.tokens_per_s
             stored["prefix_cache_hit_rate"] = metrics.prefix_cache_hit_rate
+            stored["engine_window"] = ws.engine_window(now)
         return {
             "worker_id": ws.id,
             "healthy": ws.healthy,

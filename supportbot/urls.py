@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from supportbot import api, health
@@ -17,4 +17,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     *[path(f"api/v1/{p.pattern}", p.callback, name=p.name) for p in api_v1],
+    path("", include("inference.urls")),
 ]
