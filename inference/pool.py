@@ -55,6 +55,7 @@ class WorkerState:
     metrics_at: float | None = None  # time.monotonic() of the last good scrape
     tokens_per_s: float | None = None
     inflight: int = 0
+    health_failures: int = 0
     _prev_tokens: tuple[float, float] | None = field(default=None, repr=False)
     # (monotonic time, metrics) every ~10 s over the last ~5 min: engine-side windowed percentiles
     _history: deque = field(default_factory=lambda: deque(maxlen=31), repr=False)
@@ -222,7 +223,7 @@ class Pool:
 
     async def _poll_worker(self, ws: WorkerState) -> dict:
         _, http = self.clients()
-        timeout = max(0.2, min(1.0, self.config.poll_interval_s))
+        timeout = max(1.0, min(2.0, 2 * self.config.poll_interval_s))
         health, metrics = await asyncio.gather(
             fetch_health(http, ws.base_url, timeout_s=timeout),
             fetch_metrics(http, ws.base_url, timeout_s=timeout),
@@ -233,7 +234,17 @@ class Pool:
         for r in (health, metrics):
             if isinstance(r, BaseException) and not isinstance(r, WorkerFailure):
                 logger.warning("poll of %s raised %r", ws.name, r)
-        ws.healthy = not isinstance(health, BaseException)
+        if isinstance(health, BaseException):
+            ws.health_failures += 1
+            # Refused or 503 is definitive; a slow answer (busy CPU) must repeat to count.
+            definitive = isinstance(health.__cause__, httpx.ConnectError) or (
+                isinstance(health, WorkerFailure) and health.status is not None
+            )
+            if definitive or ws.health_failures >= 2:
+                ws.healthy = False
+        else:
+            ws.health_failures = 0
+            ws.healthy = True
         ws.last_error = "; ".join(errors)[:500]
         if isinstance(metrics, WorkerMetrics):
             if ws.metrics_at is not None and ws._prev_tokens is not None:
