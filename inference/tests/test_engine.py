@@ -11,6 +11,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
+from django.db import connections
 
 from conftest import require_or_skip
 from inference import selectors, services
@@ -149,9 +150,13 @@ async def test_command_start_stop_drains_and_restart(engine_pool, engine_setting
         stream = stream_chat(tenant_id=tenant_id, messages=[SYSTEM, LONG_ASK], max_tokens=48)
         first = await anext(stream)
         assert isinstance(first, ChatDelta)
-        stopper = threading.Thread(
-            target=call_command, args=("inference_workers", "stop", "cmd-worker")
-        )
+        def stop_in_thread():
+            try:
+                call_command("inference_workers", "stop", "cmd-worker")
+            finally:
+                connections.close_all()
+
+        stopper = threading.Thread(target=stop_in_thread)
         stopper.start()
         items = [first] + [item async for item in stream]
         await asyncio.to_thread(stopper.join, 120)
