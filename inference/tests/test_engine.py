@@ -150,6 +150,7 @@ async def test_command_start_stop_drains_and_restart(engine_pool, engine_setting
         stream = stream_chat(tenant_id=tenant_id, messages=[SYSTEM, LONG_ASK], max_tokens=48)
         first = await anext(stream)
         assert isinstance(first, ChatDelta)
+
         def stop_in_thread():
             try:
                 call_command("inference_workers", "stop", "cmd-worker")
