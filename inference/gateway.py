@@ -25,10 +25,11 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import httpx
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from inference import selectors, services, telemetry
+from inference import router, selectors, services, telemetry
 from inference.admission import check_caps, estimate_prompt_tokens
 from inference.client import WorkerFailure, chat_payload, stream_chat_completion
 from inference.config import get_config
@@ -92,7 +93,8 @@ async def stream_chat(
     """Stream a chat completion; see the module docstring for the contract.
 
     `affinity_key` (e.g. the conversation id) keeps one conversation on one worker while that
-    worker is not overloaded, so its prompt prefix stays in that worker's cache. `timeout_s`
+    worker is not overloaded, so its prompt prefix stays in that worker's cache; without one,
+    requests sharing a system prompt prefer one worker the same way. `timeout_s`
     bounds the whole request (default: first-byte plus idle timeouts apply per worker).
     """
     cfg = get_config()
@@ -125,6 +127,7 @@ async def stream_chat(
     if overall_deadline is not None:
         queue_deadline = min(queue_deadline, overall_deadline)
 
+    route_key = affinity_key or router.prefix_affinity_key(messages)
     tried: set[str] = set()
     attempts = 0
     outcome = "error"
@@ -146,7 +149,7 @@ async def stream_chat(
             try:
                 ws, _decision = await pool.pick(
                     role=role,
-                    affinity_key=affinity_key,
+                    affinity_key=route_key,
                     exclude=frozenset(tried),
                     deadline=queue_deadline,
                 )
@@ -215,8 +218,8 @@ async def stream_chat(
                 settled = True
                 if failure.breaker:
                     ws.breaker.record_failure()
-                    if failure.status is None and not failure.started:
-                        pool.mark_down(ws, failure.detail)
+                    if isinstance(failure.__cause__, httpx.ConnectError):
+                        pool.mark_down(ws, failure.detail)  # refused: nothing listens there
                     else:
                         pool.request_check()
                 else:

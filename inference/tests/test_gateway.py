@@ -114,6 +114,15 @@ async def test_one_conversation_stays_on_one_worker(pool, two_workers, tenant_id
     assert seen == {rendezvous_home("conv-77", views).key}
 
 
+async def test_requests_sharing_a_system_prompt_share_a_worker(pool, two_workers, tenant_id):
+    seen = set()
+    for question in ("refund?", "shipping?", "warranty?", "order?"):
+        messages = [MESSAGES[0], {"role": "user", "content": question}]
+        _, result = await run(tenant_id=tenant_id, messages=messages)
+        seen.add(result.worker)
+    assert len(seen) == 1
+
+
 async def test_dead_home_worker_moves_the_conversation_and_is_reported_down(
     pool, two_workers, replay, replay2, tenant_id
 ):
