@@ -111,7 +111,7 @@ async def direct_stream(client: httpx.AsyncClient, url: str, messages, max_token
         "stream_options": {"include_usage": True},
     }
     start = time.perf_counter()
-    first = None
+    first = last = None
     completion = 0
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
         r.raise_for_status()
@@ -125,30 +125,33 @@ async def direct_stream(client: httpx.AsyncClient, url: str, messages, max_token
             if chunk.get("usage"):
                 completion = chunk["usage"]["completion_tokens"]
             for choice in chunk.get("choices") or []:
-                if (choice.get("delta") or {}).get("content") and first is None:
-                    first = time.perf_counter()
+                if (choice.get("delta") or {}).get("content"):
+                    last = time.perf_counter()
+                    first = first or last
     end = time.perf_counter()
-    return _sample(start, first, end, completion)
+    return _sample(start, first, last, end, completion)
 
 
 async def gateway_stream(tenant_id: int, messages, max_tokens) -> dict:
     start = time.perf_counter()
-    first = None
+    first = last = None
     result = None
     async for item in stream_chat(
         tenant_id=tenant_id, messages=messages, max_tokens=max_tokens, temperature=0.2
     ):
         if isinstance(item, ChatResult):
             result = item
-        elif first is None:
-            first = time.perf_counter()
+        else:
+            last = time.perf_counter()
+            first = first or last
     end = time.perf_counter()
-    return _sample(start, first, end, result.completion_tokens if result else 0)
+    return _sample(start, first, last, end, result.completion_tokens if result else 0)
 
 
-def _sample(start, first, end, completion) -> dict:
+def _sample(start, first, last, end, completion) -> dict:
+    """Decode rate between the first and last text delta (what the reader sees)."""
     first = first or end
-    decode_s = max(end - first, 1e-6)
+    decode_s = max((last or end) - first, 1e-6)
     return {
         "ttft_ms": (first - start) * 1000,
         "total_s": end - start,

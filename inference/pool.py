@@ -104,6 +104,7 @@ class Pool:
         self._wake: asyncio.Event | None = None
         self._start_lock: asyncio.Lock | None = None
         self._external_synced = False
+        self._background: set[asyncio.Task] = set()
         self.http: httpx.AsyncClient | None = None
         self.limiter: TenantLimiter | None = None
 
@@ -146,7 +147,9 @@ class Pool:
             self._task = loop.create_task(self._run(), name="inference-pool-poller")
 
     async def stop(self) -> None:
-        """Stop the poller and close clients (tests, shutdown)."""
+        """Finish background writes, stop the poller and close clients (tests, shutdown)."""
+        if self._loop is asyncio.get_running_loop():
+            await self.flush()
         if self._task is not None and self._loop is asyncio.get_running_loop():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -175,6 +178,22 @@ class Pool:
                 raise
             except Exception:  # keep polling; stale metrics already fail safe
                 logger.exception("inference pool poll failed")
+
+    def spawn(self, coro) -> None:
+        """Run bookkeeping (usage rows) off the request path; failures are logged."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("inference bookkeeping failed: %r", task.exception())
+
+    async def flush(self) -> None:
+        """Wait for pending background writes (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     def request_check(self) -> None:
         """Ask the poller for an immediate round (after a failure)."""

@@ -86,6 +86,7 @@ async def test_streamed_chat_completion_records_usage(vllm_engine, engine_pool, 
     assert result.finish_reason in {"stop", "length"}
     assert 0 < result.ttft_ms < result.total_ms
     assert len(result.itl_ms) == len(deltas) - 1
+    await engine_pool.flush()
     row = await sync_to_async(InferenceUsage.objects.get)()
     assert (row.tenant_id, row.worker_name, row.outcome) == (tenant_id, vllm_engine.name, "ok")
     assert (row.prompt_tokens, row.completion_tokens) == (
@@ -241,6 +242,7 @@ async def test_two_workers_affinity_and_a_kill_mid_stream(vllm_engine, engine_po
                 tenant_id=tenant_id, messages=messages, max_tokens=8, affinity_key=key
             )
             assert result.worker == "w-shared"
+        await engine_pool.flush()
         broken = await sync_to_async(InferenceUsage.objects.filter(outcome="stream_broken").count)()
         assert broken == 1
     finally:
