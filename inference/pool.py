@@ -143,7 +143,10 @@ class Pool:
                 max_concurrency=c.tenant_max_concurrency,
                 prefix=self.redis_prefix,
             )
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception:  # DB or network trouble: route with what is known (maybe nothing)
+                logger.exception("first inference pool poll failed")
             self._task = loop.create_task(self._run(), name="inference-pool-poller")
 
     async def stop(self) -> None:
