@@ -8,12 +8,13 @@ Failure contract:
 - `InputTooLarge` (413): prompt or max_tokens over the hard caps.
 - `TenantRateLimited` (429, `retry_after`): the tenant's budget or concurrency is used up.
 - `PoolUnavailable` (503, `retry_after`): no healthy worker, all saturated past the queue
-  deadline, or every attempt failed before any text was yielded.
+  deadline, every attempt failed before any text was yielded, or Redis (admission) is down.
 - `UpstreamRejected`: the worker refused the request itself (4xx), not retried.
 - `StreamBroken` (`partial_text`): the stream failed after text was yielded. A failure before
   the first text is retried on another worker (at most `max_attempts` attempts); after it,
   never: the caller must fall back or hand off, never show a silently truncated answer.
-Each finished or broken request is recorded as `InferenceUsage`.
+Each finished or broken request is recorded as `InferenceUsage` (written in the background
+right after the result; `Pool.flush()` waits for pending writes).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import httpx
 from asgiref.sync import sync_to_async
 from django.db import connections
+from redis.exceptions import RedisError
 
-from inference import selectors, services, telemetry
+from inference import router, selectors, services, telemetry
 from inference.admission import check_caps, estimate_prompt_tokens
 from inference.client import WorkerFailure, chat_payload, stream_chat_completion
 from inference.config import get_config
@@ -92,7 +95,8 @@ async def stream_chat(
     """Stream a chat completion; see the module docstring for the contract.
 
     `affinity_key` (e.g. the conversation id) keeps one conversation on one worker while that
-    worker is not overloaded, so its prompt prefix stays in that worker's cache. `timeout_s`
+    worker is not overloaded, so its prompt prefix stays in that worker's cache; without one,
+    requests sharing a system prompt prefer one worker the same way. `timeout_s`
     bounds the whole request (default: first-byte plus idle timeouts apply per worker).
     """
     cfg = get_config()
@@ -120,11 +124,16 @@ async def stream_chat(
     except TenantRateLimited:
         telemetry.ADMISSION_REJECTIONS.labels("tenant_limit").inc()
         raise
+    except RedisError as exc:
+        # Limits cannot be enforced without Redis: fail closed, briefly.
+        telemetry.ADMISSION_REJECTIONS.labels("admission_store_down").inc()
+        raise PoolUnavailable(f"admission store unavailable: {exc}", retry_after=5.0) from exc
     overall_deadline = loop.time() + timeout_s if timeout_s else None
     queue_deadline = loop.time() + cfg.queue_deadline_s
     if overall_deadline is not None:
         queue_deadline = min(queue_deadline, overall_deadline)
 
+    route_key = affinity_key or router.prefix_affinity_key(messages)
     tried: set[str] = set()
     attempts = 0
     outcome = "error"
@@ -146,7 +155,7 @@ async def stream_chat(
             try:
                 ws, _decision = await pool.pick(
                     role=role,
-                    affinity_key=affinity_key,
+                    affinity_key=route_key,
                     exclude=frozenset(tried),
                     deadline=queue_deadline,
                 )
@@ -215,8 +224,8 @@ async def stream_chat(
                 settled = True
                 if failure.breaker:
                     ws.breaker.record_failure()
-                    if failure.status is None and not failure.started:
-                        pool.mark_down(ws, failure.detail)
+                    if isinstance(failure.__cause__, httpx.ConnectError):
+                        pool.mark_down(ws, failure.detail)  # refused: nothing listens there
                     else:
                         pool.request_check()
                 else:
@@ -236,7 +245,8 @@ async def stream_chat(
                     ) from failure
                 outcome = "stream_broken"
                 total_ms = (time.perf_counter() - started) * 1000.0
-                await _record(
+                _record(
+                    pool,
                     tenant_id=tenant_id,
                     ws=ws,
                     model=model,
@@ -282,7 +292,8 @@ async def stream_chat(
                 telemetry.ITL.labels(ws.name).observe(gap / 1000.0)
             telemetry.TOKENS.labels("prompt").inc(prompt_tokens)
             telemetry.TOKENS.labels("completion").inc(completion_tokens)
-            await _record(
+            _record(
+                pool,
                 tenant_id=tenant_id,
                 ws=ws,
                 model=model,
@@ -374,11 +385,15 @@ def _ms(started: float, at: float | None) -> float | None:
     return None if at is None else (at - started) * 1000.0
 
 
-async def _record(*, tenant_id: int, ws, **fields) -> None:
-    await sync_to_async(services.usage_record)(
-        tenant_id=tenant_id,
-        worker_id=ws.id,
-        worker_name=ws.name,
-        model_name=fields.pop("model"),
-        **fields,
+def _record(pool, *, tenant_id: int, ws, **fields) -> None:
+    """Write the usage row in the background: the caller gets its result without waiting for
+    the database (the ChatResult it saves with the answer is the authoritative copy)."""
+    pool.spawn(
+        sync_to_async(services.usage_record)(
+            tenant_id=tenant_id,
+            worker_id=ws.id,
+            worker_name=ws.name,
+            model_name=fields.pop("model"),
+            **fields,
+        )
     )

@@ -17,6 +17,7 @@ with a typed error at their callers.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -195,21 +196,36 @@ def engine_wait_ready(
 
 
 def engine_warm_up(base_url: str, *, model: str, timeout_s: float = 60.0) -> None:
-    """Run one tiny completion; raise EngineError unless it returns text."""
+    """Stream one tiny completion the way the gateway does; raise EngineError unless it
+    yields a chunk and ends with `[DONE]`."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": "Say OK."}],
         "max_tokens": 4,
         "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
     }
+    chunks, done = 0, False
     try:
-        r = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=timeout_s)
-        r.raise_for_status()
-        choices = r.json().get("choices") or []
+        with httpx.stream(
+            "POST", f"{base_url}/v1/chat/completions", json=body, timeout=timeout_s
+        ) as r:
+            r.raise_for_status()
+            for line in r.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                if "error" in json.loads(data):
+                    raise EngineError(f"warm-up request to {base_url} failed: {data[:200]}")
+                chunks += 1
     except (httpx.HTTPError, ValueError) as exc:
         raise EngineError(f"warm-up request to {base_url} failed: {exc!r}") from exc
-    if not choices:
-        raise EngineError(f"warm-up request to {base_url} returned no choices")
+    if not (chunks and done):
+        raise EngineError(f"warm-up stream from {base_url} was incomplete ({chunks} chunks)")
 
 
 def pid_alive(pid: int | None) -> bool:

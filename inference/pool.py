@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import httpx
@@ -54,7 +55,27 @@ class WorkerState:
     metrics_at: float | None = None  # time.monotonic() of the last good scrape
     tokens_per_s: float | None = None
     inflight: int = 0
+    health_failures: int = 0
     _prev_tokens: tuple[float, float] | None = field(default=None, repr=False)
+    # (monotonic time, metrics) every ~10 s over the last ~5 min: engine-side windowed percentiles
+    _history: deque = field(default_factory=lambda: deque(maxlen=31), repr=False)
+
+    def engine_window(self, now: float) -> dict:
+        """Engine-side TTFT/ITL p50/p95 (ms) over the recent window, from histogram deltas."""
+        if self.metrics is None:
+            return {}
+        if not self._history or now - self._history[-1][0] >= 10.0:
+            self._history.append((now, self.metrics))
+        since, base = self._history[0]
+        out: dict = {"window_s": round(now - since, 1)}
+        for name in ("ttft", "itl"):
+            hist = getattr(self.metrics, name)
+            if base is not self.metrics:
+                hist = hist.minus(getattr(base, name))
+            for q in (50, 95):
+                value = hist.quantile(q / 100)
+                out[f"{name}_p{q}_ms"] = None if value is None else round(value * 1000, 1)
+        return out
 
     def view(self, now: float) -> router.WorkerView:
         m = self.metrics
@@ -83,6 +104,7 @@ class Pool:
         self._wake: asyncio.Event | None = None
         self._start_lock: asyncio.Lock | None = None
         self._external_synced = False
+        self._background: set[asyncio.Task] = set()
         self.http: httpx.AsyncClient | None = None
         self.limiter: TenantLimiter | None = None
 
@@ -121,11 +143,16 @@ class Pool:
                 max_concurrency=c.tenant_max_concurrency,
                 prefix=self.redis_prefix,
             )
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception:  # DB or network trouble: route with what is known (maybe nothing)
+                logger.exception("first inference pool poll failed")
             self._task = loop.create_task(self._run(), name="inference-pool-poller")
 
     async def stop(self) -> None:
-        """Stop the poller and close clients (tests, shutdown)."""
+        """Finish background writes, stop the poller and close clients (tests, shutdown)."""
+        if self._loop is asyncio.get_running_loop():
+            await self.flush()
         if self._task is not None and self._loop is asyncio.get_running_loop():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -154,6 +181,22 @@ class Pool:
                 raise
             except Exception:  # keep polling; stale metrics already fail safe
                 logger.exception("inference pool poll failed")
+
+    def spawn(self, coro) -> None:
+        """Run bookkeeping (usage rows) off the request path; failures are logged."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("inference bookkeeping failed: %r", task.exception())
+
+    async def flush(self) -> None:
+        """Wait for pending background writes (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     def request_check(self) -> None:
         """Ask the poller for an immediate round (after a failure)."""
@@ -202,7 +245,7 @@ class Pool:
 
     async def _poll_worker(self, ws: WorkerState) -> dict:
         _, http = self.clients()
-        timeout = max(0.2, min(1.0, self.config.poll_interval_s))
+        timeout = max(1.0, min(2.0, 2 * self.config.poll_interval_s))
         health, metrics = await asyncio.gather(
             fetch_health(http, ws.base_url, timeout_s=timeout),
             fetch_metrics(http, ws.base_url, timeout_s=timeout),
@@ -213,7 +256,17 @@ class Pool:
         for r in (health, metrics):
             if isinstance(r, BaseException) and not isinstance(r, WorkerFailure):
                 logger.warning("poll of %s raised %r", ws.name, r)
-        ws.healthy = not isinstance(health, BaseException)
+        if isinstance(health, BaseException):
+            ws.health_failures += 1
+            # Refused or 503 is definitive; a slow answer (busy CPU) must repeat to count.
+            definitive = isinstance(health.__cause__, httpx.ConnectError) or (
+                isinstance(health, WorkerFailure) and health.status is not None
+            )
+            if definitive or ws.health_failures >= 2:
+                ws.healthy = False
+        else:
+            ws.health_failures = 0
+            ws.healthy = True
         ws.last_error = "; ".join(errors)[:500]
         if isinstance(metrics, WorkerMetrics):
             if ws.metrics_at is not None and ws._prev_tokens is not None:
@@ -228,6 +281,7 @@ class Pool:
             stored = metrics.to_dict()
             stored["tokens_per_s"] = ws.tokens_per_s
             stored["prefix_cache_hit_rate"] = metrics.prefix_cache_hit_rate
+            stored["engine_window"] = ws.engine_window(now)
         return {
             "worker_id": ws.id,
             "healthy": ws.healthy,

@@ -9,7 +9,8 @@ Pure functions over `WorkerView` snapshots, so every decision is unit-testable.
 - Load: outstanding requests (engine running + waiting, or this process's in-flight count if
   that is higher because metrics lag) normalised by `queue_norm`, plus KV use, weighted
   `w_queue` / `w_kv` (2 / 2).
-- Affinity: rendezvous hashing of the affinity key over the tier's eligible workers names a
+- Affinity: the caller's key (a conversation), else the prompt's system-message prefix.
+  Rendezvous hashing of the affinity key over the tier's eligible workers names a
   home worker (stable: when it goes, only its keys move). The home gets a bonus `w_affinity`
   (3) so a conversation stays put while its worker is not overloaded.
 - Imbalance: when the busiest and idlest eligible worker differ by more than `imbalance_abs`
@@ -94,6 +95,17 @@ def rendezvous_home(affinity_key: str, workers: list[WorkerView]) -> WorkerView 
         return int.from_bytes(digest, "big")
 
     return max(workers, key=weight, default=None)
+
+
+def prefix_affinity_key(messages: list[dict], *, chars: int = 2000) -> str | None:
+    """A key for the prompt's stable prefix (the system message), so requests that share it
+    prefer the worker that already holds it in its prefix cache; None without one."""
+    if not messages or messages[0].get("role") != "system":
+        return None
+    content = str(messages[0].get("content") or "")[:chars]
+    if not content:
+        return None
+    return "prefix:" + hashlib.blake2b(content.encode(), digest_size=12).hexdigest()
 
 
 def _in_tier(w: WorkerView, tier: str | None) -> bool:

@@ -91,3 +91,51 @@ def router_latency_percentiles(*, since: datetime) -> dict[str, dict[str, float 
         }
         for name, ttft50, ttft95, itl50, itl95, n in rows
     }
+
+
+def ops_snapshot(*, stale_after_s: float, window: timedelta = timedelta(minutes=15)) -> dict:
+    """Everything the ops page shows: workers (registry + last poll), router-side latency
+    percentiles and per-tenant usage over `window`."""
+    now = timezone.now()
+    since = now - window
+    router_side = router_latency_percentiles(since=since)
+    workers = []
+    for w in worker_list():
+        m = w.last_metrics or {}
+        age = (now - w.last_metrics_at).total_seconds() if w.last_metrics_at else None
+        health_age = (now - w.last_health_at).total_seconds() if w.last_health_at else None
+        stale = age is None or age > stale_after_s
+        if w.state != ModelWorker.State.READY:
+            status = w.state
+        elif health_age is None or health_age > stale_after_s:
+            status = "unknown"
+        else:
+            status = "up" if w.healthy else "down"
+        workers.append(
+            {
+                "name": w.name,
+                "role": w.role,
+                "source": w.source,
+                "state": w.state,
+                "status": status,
+                "base_url": w.base_url,
+                "model": w.model_name,
+                "breaker": w.breaker_state,
+                "metrics_age_s": None if age is None else round(age, 1),
+                "stale": stale,
+                "running": m.get("running"),
+                "waiting": m.get("waiting"),
+                "kv_cache_usage": m.get("kv_cache_usage"),
+                "prefix_cache_hit_rate": m.get("prefix_cache_hit_rate"),
+                "tokens_per_s": m.get("tokens_per_s"),
+                "engine": m.get("engine_window") or {},
+                "router": router_side.get(w.name, {}),
+                "last_error": w.last_error if status != "up" else "",
+            }
+        )
+    return {
+        "generated_at": now.isoformat(),
+        "window_s": window.total_seconds(),
+        "workers": workers,
+        "tenants": usage_by_tenant(since=since),
+    }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Serve the whole product: background worker(s) plus daphne.
+# Serve the whole product: background worker(s), the demo order service, a local vLLM worker
+# (unless an external fleet is configured) and daphne.
 # Each child runs in its own process group; all are stopped (TERM, then KILL after a grace
 # period) when this script exits: Ctrl-C, SIGTERM, or any child dying.
 set -euo pipefail
@@ -13,9 +14,16 @@ LOG_DIR=${SUPPORTBOT_LOG_DIR:-var/log}
 mkdir -p "$LOG_DIR"
 
 pids=()
+# A local vLLM worker unless an external fleet is configured (INFERENCE_AUTOSTART=0 to skip).
+# Workers are detached engines registered in the DB, so they are stopped by command on exit.
+autostart=${INFERENCE_AUTOSTART:-1}
+[ -n "${INFERENCE_WORKERS:-}" ] && autostart=0
 cleanup() {
     trap - EXIT INT TERM
     for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+    if [ "$autostart" = 1 ]; then
+        $PY manage.py inference_workers stop --drain-timeout 5 >>"$LOG_DIR/inference.log" 2>&1 || true
+    fi
     for _ in $(seq $((GRACE * 10))); do
         alive=0
         for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
@@ -26,7 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-start() {  # start NAME CMD...: run CMD in the background, logging to var/log/NAME.log
+start() {  # start NAME CMD...: run CMD in the background, logging to $LOG_DIR/NAME.log
     local name=$1; shift
     "$@" >>"$LOG_DIR/$name.log" 2>&1 &
     pids+=($!)
@@ -36,9 +44,15 @@ start qcluster $PY manage.py qcluster
 # The demo tenant's order system (demo/orders): its own ASGI app, port and SQLite file.
 start ordersvc $PY -m demo.orders
 
+if [ "$autostart" = 1 ]; then
+    echo "Starting a local inference worker in the background (~30 s; $LOG_DIR/inference.log)"
+    $PY manage.py inference_workers start >>"$LOG_DIR/inference.log" 2>&1 &
+fi
+
 echo "Supportbot is serving at http://$HOST:$PORT/ (readiness: http://$HOST:$PORT/readyz)"
-echo "  API docs: http://$HOST:$PORT/api/docs/   admin: http://$HOST:$PORT/admin/"
-echo "  Actions console: http://$HOST:$PORT/console/actions/   order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json"
-echo "  Logs: $LOG_DIR/ (daphne.log, qcluster.log, ordersvc.log)"
+echo "  Customer chat: http://$HOST:$PORT/chat/acme/   agent console: http://$HOST:$PORT/console/"
+echo "  API docs: http://$HOST:$PORT/api/docs/   admin: http://$HOST:$PORT/admin/   ops: http://$HOST:$PORT/console/ops/"
+echo "  Order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json"
+echo "  Logs: $LOG_DIR/ (daphne.log, qcluster.log, ordersvc.log, inference.log)"
 start daphne $PY -m daphne -b "$HOST" -p "$PORT" --proxy-headers supportbot.asgi:application
 wait -n "${pids[@]}"

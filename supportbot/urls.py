@@ -26,4 +26,5 @@ urlpatterns = [
     *conversation_urls.page_urlpatterns,
     *handoff_urls.console_urlpatterns,
     path("", include("actions.urls")),
+    path("", include("inference.urls")),
 ]

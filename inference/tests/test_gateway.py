@@ -5,7 +5,9 @@ import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from redis.asyncio import Redis
 
+from inference.admission import TenantLimiter
 from inference.breaker import BreakerState
 from inference.gateway import (
     ChatDelta,
@@ -82,6 +84,7 @@ async def test_stream_yields_deltas_then_final_record_and_records_usage(
     assert result.finish_reason == "stop"
     assert 0 < result.ttft_ms <= result.total_ms
     assert len(result.itl_ms) == len(deltas) - 1
+    await pool.flush()
     rows = await sync_to_async(usage_rows)()
     assert len(rows) == 1
     assert rows[0]["tenant_id"] == tenant_id
@@ -112,6 +115,15 @@ async def test_one_conversation_stays_on_one_worker(pool, two_workers, tenant_id
     assert len(seen) == 1
     views = pool.views()
     assert seen == {rendezvous_home("conv-77", views).key}
+
+
+async def test_requests_sharing_a_system_prompt_share_a_worker(pool, two_workers, tenant_id):
+    seen = set()
+    for question in ("refund?", "shipping?", "warranty?", "order?"):
+        messages = [MESSAGES[0], {"role": "user", "content": question}]
+        _, result = await run(tenant_id=tenant_id, messages=messages)
+        seen.add(result.worker)
+    assert len(seen) == 1
 
 
 async def test_dead_home_worker_moves_the_conversation_and_is_reported_down(
@@ -167,6 +179,7 @@ async def test_break_mid_stream_raises_stream_broken_with_the_partial_text(
     assert fixture_text().startswith(err.value.partial_text)
     assert err.value.partial_text != fixture_text()
     assert len(replay.state.chat_requests) == 1, "never retried after text was sent"
+    await pool.flush()
     rows = await sync_to_async(usage_rows)()
     assert [r["outcome"] for r in rows] == ["stream_broken"]
     assert await pool.limiter.in_flight(tenant_id=tenant_id) == 0
@@ -323,3 +336,16 @@ def test_gateway_available_without_a_poller_reads_the_registry(transactional_db,
         assert gateway_available() is True
     finally:
         set_pool(previous)
+
+
+async def test_admission_store_down_fails_closed_with_503(pool, one_worker, replay, tenant_id):
+    await pool.ensure_running()
+    pool.limiter = TenantLimiter(
+        Redis.from_url("unix:///nonexistent/redis.sock"),
+        tokens_per_minute=600,
+        burst=10_000,
+        max_concurrency=2,
+    )
+    with pytest.raises(PoolUnavailable, match="admission store"):
+        await run(tenant_id=tenant_id)
+    assert replay.state.chat_requests == []

@@ -1,6 +1,12 @@
 import pytest
 
-from inference.router import RouterWeights, WorkerView, choose, rendezvous_home
+from inference.router import (
+    RouterWeights,
+    WorkerView,
+    choose,
+    prefix_affinity_key,
+    rendezvous_home,
+)
 
 
 def w(key, role="primary", **kw) -> WorkerView:
@@ -120,3 +126,13 @@ def test_when_the_home_worker_goes_only_its_keys_move():
 def test_unknown_role_is_an_error():
     with pytest.raises(ValueError, match="unknown role"):
         choose([w("a")], role="huge")
+
+
+def test_prefix_key_follows_the_system_prompt_only():
+    system = {"role": "system", "content": "Acme policy. Passages: [1] [2]"}
+    a = prefix_affinity_key([system, {"role": "user", "content": "refund?"}])
+    b = prefix_affinity_key([system, {"role": "user", "content": "shipping?"}])
+    other = prefix_affinity_key([{"role": "system", "content": "Globex"}, {"role": "user"}])
+    assert a == b
+    assert a != other
+    assert prefix_affinity_key([{"role": "user", "content": "hi"}]) is None

@@ -86,6 +86,9 @@ def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
         "ORDER_SERVICE_DB": str(log_dir / "orders.sqlite3"),
         "SUPPORTBOT_LOG_DIR": str(log_dir),
         "Q_WORKERS": "1",
+        # No local vLLM engine here: its registry would be this database's and its ports the
+        # dev stack's. The generative path is tested against real engines in inference tests.
+        "INFERENCE_AUTOSTART": "0",
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
     stack = Stack(f"http://127.0.0.1:{port}", database_url, name, None, env, log_dir)  # type: ignore[arg-type]

@@ -1,0 +1,52 @@
+"""Operator views: the ops page (staff only), its JSON feed, and Prometheus `/metrics`."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from inference import selectors
+from inference.config import get_config
+from inference.telemetry import worker_registry_collector
+
+
+@require_GET
+@staff_member_required
+def ops_page(request: HttpRequest) -> HttpResponse:
+    """Server-rendered first view; `static/inference/ops.js` refreshes it from `ops_data`."""
+    snapshot = selectors.ops_snapshot(stale_after_s=get_config().stale_after_s)
+    return render(request, "inference/ops.html", {"snapshot": snapshot})
+
+
+@require_GET
+def ops_data(request: HttpRequest) -> JsonResponse:
+    """The ops snapshot as JSON; 403 (not a login redirect) for anyone but active staff."""
+    user = request.user
+    if not (user.is_authenticated and user.is_active and user.is_staff):
+        return JsonResponse(
+            {"error": {"code": "permission_denied", "detail": "Staff only."}}, status=403
+        )
+    return JsonResponse(selectors.ops_snapshot(stale_after_s=get_config().stale_after_s))
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Gateway counters/histograms of this process plus the pool's worker gauges.
+
+    Open unless `METRICS_BEARER_TOKEN` is set; then that bearer token is required.
+    """
+    token = get_config().metrics_bearer_token
+    if token:
+        sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(sent.encode(), token.encode()):
+            return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+    body = generate_latest(REGISTRY) + generate_latest(
+        worker_registry_collector(selectors.worker_list())
+    )
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
