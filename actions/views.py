@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse, reverse_lazy
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from actions import selectors, services
@@ -20,7 +20,7 @@ from actions.models import ActionRequest
 from conversations import selectors as conversation_selectors
 from supportbot.errors import ApplicationError
 
-LOGIN_URL = reverse_lazy("actions:login")
+LOGIN_URL = "/console/login/"  # one login for the whole console
 
 
 class ConsoleLoginView(LoginView):

@@ -10,6 +10,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from actions import selectors as action_selectors
 from conversations import orchestrator
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
@@ -118,6 +119,18 @@ class HandoffDetailApi(ConsoleView):
                         "created_at": n.created_at.isoformat(),
                     }
                     for n in notes
+                ],
+                "actions": [
+                    {
+                        "id": a.pk,
+                        "tool": a.tool,
+                        "state": a.state,
+                        "arguments": a.arguments,
+                        "url": f"/console/actions/{a.pk}/?tenant={self.tenant.slug}",
+                    }
+                    for a in action_selectors.actions_for_conversation(
+                        tenant=self.tenant, conversation_id=handoff.conversation_id
+                    )
                 ],
                 "canned": [
                     {"title": c.title, "text": c.text}

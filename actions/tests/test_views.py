@@ -19,7 +19,7 @@ def console(agent):
 def test_console_requires_a_login(db):
     r = Client().get("/console/actions/")
     assert r.status_code == 302
-    assert r["Location"].startswith("/console/actions/login/")
+    assert r["Location"].startswith("/console/login/")
 
 
 def test_login_page_logs_an_agent_in(agent):

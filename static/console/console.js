@@ -180,6 +180,10 @@
       el("div", { class: "row" }, claimBtn, giveBack, resolve),
       el("h3", {}, "Summary"),
       el("div", { class: "summary", id: "summary" }, d.summary || "Summary is being written…"),
+      d.actions.length ? el("h3", {}, "Actions") : null,
+      d.actions.length ? el("ul", { id: "actions" }, ...d.actions.map((a) =>
+        el("li", {}, el("a", { href: a.url }, `${a.tool} ${JSON.stringify(a.arguments)}`),
+          ` — ${a.state.replace("_", " ")}`))) : null,
       el("h3", {}, "Transcript"),
       el("div", { class: "transcript", id: "transcript" }, ...d.messages.map(renderMessage)),
       el("div", { class: "reply" }, canned, replyBox, el("div", { class: "row" }, sendBtn)),
