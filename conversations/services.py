@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from conversations.models import Conversation, Customer, Feedback, Message
 from supportbot.errors import ApplicationError, Conflict, NotFound
@@ -271,6 +272,11 @@ def reply_finalize(
     )
     Conversation.objects.filter(pk=reply.conversation_id).update(last_message_at=timezone.now())
     _announce(reply)
+    if conversation_summary_due(conversation_id=reply.conversation_id):
+        conversation_id = reply.conversation_id
+        transaction.on_commit(
+            lambda: async_task("conversations.tasks.conversation_summarize_task", conversation_id)
+        )
     return reply
 
 
@@ -323,3 +329,52 @@ def feedback_set(*, message: Message, rating: str, comment: str = "") -> Feedbac
         defaults={"tenant_id": message.tenant_id, "rating": rating, "comment": comment.strip()},
     )
     return feedback
+
+
+SUMMARY_KEEP_RECENT = 6
+SUMMARY_EVERY = 6
+
+
+def conversation_summary_rebuild(*, conversation_id: int) -> str:
+    """Summarize every message older than the most recent ones (kept verbatim in prompts).
+
+    Extractive and deterministic: the customer's earlier questions and what the bot or agents
+    answered, with the sources titles. Originals are never changed; rebuild at any time.
+    """
+    messages = list(
+        Message.objects.filter(conversation_id=conversation_id)
+        .exclude(state=Message.State.STREAMING)
+        .exclude(text="")
+        .order_by("id")
+    )
+    older = messages[:-SUMMARY_KEEP_RECENT]
+    if not older:
+        return ""
+    lines = []
+    for m in older:
+        first = m.text.split("\n", 1)[0][:200]
+        if m.role == Message.Role.CUSTOMER:
+            lines.append(f"Customer asked: {first}")
+        elif m.role == Message.Role.BOT:
+            titles = ", ".join(dict.fromkeys(c.get("title", "") for c in m.citations))
+            lines.append(f"Bot ({m.kind}){' from ' + titles if titles else ''}: {first}")
+        elif m.role == Message.Role.AGENT:
+            lines.append(f"Agent {m.author_label}: {first}")
+    summary = "\n".join(lines)[-4000:]
+    conversation_set_summary(
+        conversation_id=conversation_id, summary=summary, through_message_id=older[-1].pk
+    )
+    return summary
+
+
+def conversation_summary_due(*, conversation_id: int) -> bool:
+    """True when enough messages piled up past the stored summary to rebuild it."""
+    through = (
+        Conversation.objects.filter(pk=conversation_id)
+        .values_list("summary_through_message_id", flat=True)
+        .first()
+    )
+    newer = Message.objects.filter(conversation_id=conversation_id)
+    if through:
+        newer = newer.filter(pk__gt=through)
+    return newer.count() >= SUMMARY_KEEP_RECENT + SUMMARY_EVERY

@@ -81,6 +81,14 @@ def queue_snapshot(*, tenant) -> dict:
     return {
         "handoffs": [handoff_row(h, names) for h in handoffs],
         "agents_online": [{"id": i, "name": names.get(i, str(i))} for i in online],
+        "active": [
+            {
+                "conversation_id": c.pk,
+                "customer": c.customer.name or c.customer.external_id or f"Visitor {c.customer_id}",
+                "last_message_at": c.last_message_at.isoformat() if c.last_message_at else None,
+            }
+            for c in selectors.bot_conversations_active(tenant=tenant)
+        ],
     }
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
+from conversations.models import Conversation
 from handoffs import presence
 from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote
 from supportbot.errors import NotFound
@@ -114,3 +117,16 @@ def knowledge_gaps(*, tenant: Tenant, limit: int = 100) -> list[dict]:
             }
         )
     return gaps
+
+
+def bot_conversations_active(*, tenant: Tenant, minutes: int = 30, limit: int = 20):
+    """Open conversations the bot is handling now (no open handoff): agents may take over."""
+    since = timezone.now() - timedelta(minutes=minutes)
+    return (
+        Conversation.objects.filter(
+            tenant=tenant, owner="bot", state="open", last_message_at__gte=since
+        )
+        .exclude(handoffs__state__in=OPEN_STATES)
+        .select_related("customer")
+        .order_by("-last_message_at")[:limit]
+    )

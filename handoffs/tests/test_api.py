@@ -1,8 +1,9 @@
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from conversations import services as conversation_services
-from conversations.models import Message
+from conversations.models import Conversation, Message
 from handoffs import services, tasks
 from handoffs.models import Handoff, InternalNote
 from knowledge.models import Document
@@ -153,3 +154,25 @@ def test_console_page_renders_for_an_agent(agent, handoff):
     assert r.status_code == 200
     assert b'id="queue"' in r.content
     assert Handoff.objects.count() == 1
+
+
+def test_agent_takes_over_a_bot_conversation_from_the_console(agent, tenant, conversation):
+    Conversation.objects.filter(pk=conversation.pk).update(last_message_at=timezone.now())
+    client = login(agent)
+    active = client.get("/console/api/queue").json()["active"]
+    assert [c["conversation_id"] for c in active] == [conversation.pk]
+    r = client.post(
+        f"/console/api/conversations/{conversation.pk}/takeover",
+        {},
+        content_type="application/json",
+    )
+    assert r.status_code == 200, r.content
+    handoff = Handoff.objects.get(conversation=conversation)
+    assert (handoff.reason, handoff.state, handoff.assigned_to) == (
+        "agent_takeover",
+        "assigned",
+        agent,
+    )
+    conversation.refresh_from_db()
+    assert conversation.owner == "human"
+    assert client.get("/console/api/queue").json()["active"] == []

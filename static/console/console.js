@@ -73,6 +73,18 @@
           h.viewers.length ? el("div", { class: "meta viewers" }, `Viewing: ${h.viewers.join(", ")}`) : null,
         ))
     );
+    document.getElementById("active").replaceChildren(
+      ...data.active.map((c) =>
+        el("li", { class: "queue-item" },
+          el("strong", {}, c.customer), " ",
+          el("button", { class: "takeover", onclick: async () => {
+              try {
+                const h = await api(`conversations/${c.conversation_id}/takeover`, {});
+                await loadQueue();
+                select(h.id);
+              } catch (e) { alert(e.message); }
+            } }, "Take over")))
+    );
     if (current && !data.handoffs.some((h) => h.id === current) && currentData) {
       await loadDetail();  // closed meanwhile: show its final state
     }

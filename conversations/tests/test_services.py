@@ -1,0 +1,35 @@
+from conversations import services
+from conversations.models import Message
+
+
+def _exchange(conversation, i):
+    message, _ = services.message_receive(
+        conversation=conversation, client_message_id=f"c{i}", text=f"Question number {i}?"
+    )
+    reply = services.reply_reserve(customer_message=message)
+    services.reply_finalize(
+        reply=reply,
+        text=f"Answer {i}.",
+        kind="extractive",
+        citations=[{"title": "Shipping"}],
+        customer_state="answered",
+    )
+
+
+def test_summary_covers_older_messages_and_keeps_recent_ones_out(tenant):
+    customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id="s")
+    conversation = services.conversation_start(tenant=tenant, customer=customer)
+    for i in range(8):
+        _exchange(conversation, i)
+    assert services.conversation_summary_due(conversation_id=conversation.pk)
+    summary = services.conversation_summary_rebuild(conversation_id=conversation.pk)
+    conversation.refresh_from_db()
+    assert "Customer asked: Question number 0?" in summary
+    assert "Bot (extractive) from Shipping: Answer 0." in summary
+    assert "Question number 7?" not in summary  # recent: verbatim in prompts instead
+    last_summarized = Message.objects.get(pk=conversation.summary_through_message_id)
+    assert last_summarized.text == "Answer 4."
+    assert not services.conversation_summary_due(conversation_id=conversation.pk)
+    # Rebuildable: the same input gives the same summary; originals are untouched.
+    assert services.conversation_summary_rebuild(conversation_id=conversation.pk) == summary
+    assert Message.objects.filter(conversation=conversation).count() == 16
