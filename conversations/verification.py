@@ -89,8 +89,13 @@ _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
 
 
+_MARKER_AFTER_STOP = re.compile(r"([.!?])((?:\s*\[\d{1,2}\])+)")
+
+
 def split_sentences(text: str) -> list[str]:
-    parts = [p.strip() for p in _SENTENCE_RE.split(text or "")]
+    """Split into sentences; a citation marker after the full stop stays with its sentence."""
+    text = _MARKER_AFTER_STOP.sub(r"\2\1", text or "")
+    parts = [p.strip() for p in _SENTENCE_RE.split(text)]
     return [p for p in parts if p]
 
 
@@ -113,7 +118,10 @@ def content_words(text: str) -> set[str]:
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
+            word = word[: -len(suffix)]
+            if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2]:
+                word = word[:-1]  # shipping -> ship, stopped -> stop
+            return word
     return word
 
 

