@@ -249,7 +249,8 @@ class Pool:
 
     async def _poll_worker(self, ws: WorkerState) -> dict:
         _, http = self.clients()
-        timeout = max(1.0, min(2.0, 2 * self.config.poll_interval_s))
+        # A busy CPU engine can answer slowly; only repeated timeouts count (see below).
+        timeout = self.config.health_timeout_s
         health, metrics = await asyncio.gather(
             fetch_health(http, ws.base_url, timeout_s=timeout),
             fetch_metrics(http, ws.base_url, timeout_s=timeout),
@@ -266,7 +267,7 @@ class Pool:
             definitive = isinstance(health.__cause__, httpx.ConnectError) or (
                 isinstance(health, WorkerFailure) and health.status is not None
             )
-            if definitive or ws.health_failures >= 2:
+            if definitive or ws.health_failures >= 3:
                 ws.healthy = False
         else:
             ws.health_failures = 0

@@ -1,9 +1,13 @@
 import asyncio
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
+from inference.breaker import CircuitBreaker
+from inference.config import InferenceConfig
 from inference.models import ModelWorker
+from inference.pool import Pool, WorkerState
 from inference.tests.factories import ModelWorkerFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,16 +43,45 @@ async def test_registry_changes_are_picked_up_each_round(pool, replay, replay2):
     assert pool.workers["w-b"].healthy
 
 
-async def test_one_slow_health_answer_does_not_mark_a_worker_down(pool, replay, fast_settings):
+async def test_a_503_from_health_marks_the_worker_down_at_once(pool, replay):
     await sync_to_async(ModelWorkerFactory)(name="w-a", base_url=replay.url)
     await pool.ensure_running()
     ws = pool.workers["w-a"]
     replay.behaviour.health_status = 503
     await pool.poll_once()
-    assert ws.healthy is False, "a 503 from /health is definitive"
+    assert ws.healthy is False
     replay.behaviour.health_status = 200
     await pool.poll_once()
     assert ws.healthy is True
+
+
+async def test_slow_health_answers_must_repeat_three_times_to_mark_down(replay):
+    """Polled by hand (no background poller), with a 0.2 s health timeout."""
+    pool = Pool(InferenceConfig(health_timeout_s=0.2))
+    pool.http = httpx.AsyncClient()
+    pool.limiter = object()  # not used by polling
+    ws = WorkerState(
+        id=1,
+        name="w-a",
+        base_url=replay.url,
+        model_name="m",
+        role="primary",
+        state="ready",
+        breaker=CircuitBreaker(),
+        healthy=True,
+    )
+    replay.behaviour.health_delay_s = 0.4
+    try:
+        await pool._poll_worker(ws)
+        await pool._poll_worker(ws)
+        assert ws.healthy is True, "two slow answers are not enough"
+        await pool._poll_worker(ws)
+        assert ws.healthy is False
+        replay.behaviour.health_delay_s = 0.0
+        await pool._poll_worker(ws)
+        assert ws.healthy is True
+    finally:
+        await pool.http.aclose()
 
 
 async def test_tokens_per_second_and_engine_window_come_from_successive_scrapes(pool, replay):
