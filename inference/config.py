@@ -28,6 +28,7 @@ class InferenceConfig:
     drain_timeout_s: float = 30.0
     poll_interval_s: float = 1.0
     stale_after_s: float = 3.0
+    health_timeout_s: float = 2.0
     connect_timeout_s: float = 2.0
     first_byte_timeout_s: float = 20.0
     idle_timeout_s: float = 20.0

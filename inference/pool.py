@@ -155,8 +155,9 @@ class Pool:
             await self.flush()
         if self._task is not None and self._loop is asyncio.get_running_loop():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=10.0)
+            if not done:
+                logger.error("inference pool poller did not stop within 10 s")
             if self.http is not None:
                 await self.http.aclose()
             if self.limiter is not None:
@@ -172,8 +173,11 @@ class Pool:
     async def _run(self) -> None:
         wake = self._wake or asyncio.Event()
         while True:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # races with the event being set, and the poller would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=self.config.poll_interval_s)
+                async with asyncio.timeout(self.config.poll_interval_s):
+                    await wake.wait()
             wake.clear()
             try:
                 await self.poll_once()
@@ -245,7 +249,8 @@ class Pool:
 
     async def _poll_worker(self, ws: WorkerState) -> dict:
         _, http = self.clients()
-        timeout = max(1.0, min(2.0, 2 * self.config.poll_interval_s))
+        # A busy CPU engine can answer slowly; only repeated timeouts count (see below).
+        timeout = self.config.health_timeout_s
         health, metrics = await asyncio.gather(
             fetch_health(http, ws.base_url, timeout_s=timeout),
             fetch_metrics(http, ws.base_url, timeout_s=timeout),
@@ -262,7 +267,7 @@ class Pool:
             definitive = isinstance(health.__cause__, httpx.ConnectError) or (
                 isinstance(health, WorkerFailure) and health.status is not None
             )
-            if definitive or ws.health_failures >= 2:
+            if definitive or ws.health_failures >= 3:
                 ws.healthy = False
         else:
             ws.health_failures = 0

@@ -271,6 +271,7 @@ INFERENCE = {
     "DRAIN_TIMEOUT_S": env.float("INFERENCE_DRAIN_TIMEOUT_S", default=30.0),
     "POLL_INTERVAL_S": env.float("INFERENCE_POLL_INTERVAL_S", default=1.0),
     "STALE_AFTER_S": env.float("INFERENCE_STALE_AFTER_S", default=3.0),
+    "HEALTH_TIMEOUT_S": env.float("INFERENCE_HEALTH_TIMEOUT_S", default=2.0),
     "CONNECT_TIMEOUT_S": env.float("INFERENCE_CONNECT_TIMEOUT_S", default=2.0),
     "FIRST_BYTE_TIMEOUT_S": env.float("INFERENCE_FIRST_BYTE_TIMEOUT_S", default=20.0),
     "IDLE_TIMEOUT_S": env.float("INFERENCE_IDLE_TIMEOUT_S", default=20.0),

@@ -47,6 +47,7 @@ def fixture_text() -> str:
 @dataclass
 class Behaviour:
     health_status: int = 200
+    health_delay_s: float = 0.0
     chat_status: int = 200
     chat_body: bytes = b'{"error": {"message": "bad request"}}'
     first_byte_delay_s: float = 0.0
@@ -96,6 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         b = self.server.state.behaviour
         if self.path == "/health":
+            if b.health_delay_s:
+                time.sleep(b.health_delay_s)
             self._send(b.health_status, b"", "application/json")
         elif self.path == "/metrics":
             self._send(200, _metrics_body(b), "text/plain; version=0.0.4")

@@ -1,6 +1,7 @@
 """The gateway end to end against real HTTP servers replaying captured vLLM output."""
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -217,10 +218,11 @@ async def test_repeated_failures_open_the_breaker_then_half_open_recovers(
 
 
 async def test_no_worker_fails_fast_with_retry_after(pool, transactional_db, tenant_id):
+    pool.config = dataclasses.replace(pool.config, queue_deadline_s=5.0)
     started = time.monotonic()
     with pytest.raises(PoolUnavailable) as err:
         await run(tenant_id=tenant_id)
-    assert time.monotonic() - started < 0.4
+    assert time.monotonic() - started < 2.0, "no waiting for the 5 s queue deadline"
     assert err.value.extra["retry_after"] >= 1
 
 
@@ -232,7 +234,7 @@ async def test_saturated_pool_waits_for_the_queue_deadline_then_503(
     with pytest.raises(PoolUnavailable, match="saturated") as err:
         await run(tenant_id=tenant_id)
     elapsed = time.monotonic() - started
-    assert 0.45 <= elapsed < 1.5  # QUEUE_DEADLINE_S = 0.5
+    assert 0.45 <= elapsed < 3.0  # QUEUE_DEADLINE_S = 0.5, never unbounded
     assert err.value.retry_after >= 0.5
     assert replay.state.chat_requests == []
 
@@ -254,7 +256,7 @@ async def test_queue_drains_while_waiting_and_the_request_goes_through(
 
 async def test_tenant_concurrency_cap_answers_429(pool, one_worker, replay, tenant_id, settings):
     settings.INFERENCE = {**settings.INFERENCE, "TENANT_MAX_CONCURRENCY": 1}
-    pool.config = pool.config.__class__(**{**pool.config.__dict__, "tenant_max_concurrency": 1})
+    pool.config = dataclasses.replace(pool.config, tenant_max_concurrency=1)
     await pool.stop()
     await pool.ensure_running()
     replay.behaviour.chunk_delay_s = 0.05
