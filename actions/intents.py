@@ -6,7 +6,9 @@
   `follow_up="ask_refund_amount"`: the bot shows the order and asks how much to refund.
   We never guess the amount (not even the full order total) — a wrong financial action is
   worse than one more question.
-- An order id alone ("where is A-1042?") proposes `check_order`.
+- An order id with status words ("where is A-1042?", "A-1042 hasn't arrived") or alone
+  proposes `check_order`; a how-to question that merely names an order goes to the help
+  center. Ids named as claims, tickets or RMAs are not orders.
 - No order id: None (the model may still propose; `action_propose` validates either way).
 """
 
@@ -27,6 +29,16 @@ AMOUNT = re.compile(
     r"|\b(\d{1,6}(?:[.,]\d{1,2})?)\s?(?:\$|usd\b|dollars?\b|bucks\b)",
     re.IGNORECASE,
 )
+
+
+# Order status and whereabouts: these look the order up.
+STATUS = re.compile(
+    r"\b(where|status|track\w*|arriv\w*|deliver\w*|shipp?ed|dispatch\w*|when will|eta|late|"
+    r"lost|moved|stuck|look (it |this )?up|check( on)?|what happened|hasn'?t (come|arrived))\b",
+    re.IGNORECASE,
+)
+# Ids that are not orders: warranty claims, tickets, return authorizations.
+NOT_AN_ORDER = re.compile(r"\b(claim|ticket|case|rma|reference|ref)\s*#?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,11 @@ def propose_from_text(text: str) -> Proposal | None:
     """The tool call the customer's words ask for, or None. Arguments are validated later."""
     if not isinstance(text, str):
         return None
-    ids = {m.upper() for m in ORDER_ID.findall(text)}
+    ids = {
+        m.group(1).upper()
+        for m in ORDER_ID.finditer(text)
+        if not NOT_AN_ORDER.search(text[max(0, m.start() - 12) : m.start()])
+    }
     if len(ids) != 1:  # none, or ambiguous: let the bot ask which order
         return None
     order_id = ids.pop()
@@ -70,4 +86,8 @@ def propose_from_text(text: str) -> Proposal | None:
             arguments={"order_id": order_id},
             follow_up="ask_refund_amount",
         )
-    return Proposal(tool="check_order", arguments={"order_id": order_id})
+    if STATUS.search(text) or len(text.split()) <= 4:
+        return Proposal(tool="check_order", arguments={"order_id": order_id})
+    # A how-to question that merely names an order ("how do I return A-1042?") is answered
+    # from the help center.
+    return None

@@ -12,11 +12,13 @@ import statistics
 import uuid
 from dataclasses import dataclass, field
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import sync_to_async
 
 from conversations import orchestrator, services
 from conversations.models import Conversation, Message
 from conversations.verification import quote_is_verbatim, verify_answer
+from inference import gateway
+from inference.pool import get_pool
 from knowledge import selectors as knowledge
 from supportbot.models import Tenant
 
@@ -67,18 +69,22 @@ def unsupported_sentences(reply: Message, tenant: Tenant) -> list[str]:
     return [c.sentence for c in result.unsupported]
 
 
-def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
-    conversation = services.conversation_start(
+async def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
+    """Ask one question in a fresh conversation through the real orchestrator."""
+    conversation = await sync_to_async(services.conversation_start)(
         tenant=tenant, customer=customer, channel=Conversation.Channel.API
     )
-    outcome = async_to_sync(orchestrator.handle_customer_message)(
+    outcome = await orchestrator.handle_customer_message(
         conversation=conversation, client_message_id=uuid.uuid4().hex, text=case.question
     )
     reply = outcome.reply
+    await sync_to_async(Conversation.objects.filter(pk=conversation.pk).update)(
+        state=Conversation.State.CLOSED
+    )
     if reply is None:
         return CaseResult(case, "none", "", [], False, [], None, None, "no reply")
     titles = [c["title"] for c in reply.citations]
-    unsupported = unsupported_sentences(reply, tenant)
+    unsupported = await sync_to_async(unsupported_sentences)(reply, tenant)
     reason = ""
     if case.expect == "decline":
         correct = reply.kind in DECLINE_KINDS
@@ -98,7 +104,6 @@ def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
         if correct and (missing or forbidden):
             correct = False
             reason = f"missing {missing}; forbidden {forbidden}"
-    Conversation.objects.filter(pk=conversation.pk).update(state=Conversation.State.CLOSED)
     return CaseResult(
         case,
         reply.kind,
@@ -110,6 +115,18 @@ def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
         reply.total_ms,
         reason,
     )
+
+
+async def run_all(*, tenant: Tenant, cases: list[Case], customer) -> tuple[list[CaseResult], str]:
+    """Run every case in one event loop (one gateway pool, polled before the first question)."""
+    pool = get_pool()
+    await pool.ensure_running()
+    await pool.poll_once()
+    mode = "generative (vLLM gateway)" if gateway.gateway_available() else "extractive only"
+    results = [await run_case(tenant=tenant, case=c, customer=customer) for c in cases]
+    await pool.flush()
+    await pool.stop()
+    return results, mode
 
 
 def percentile(values: list[float], p: float) -> float | None:

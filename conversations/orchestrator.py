@@ -29,6 +29,7 @@ from conversations import intents, selectors, services
 from conversations.models import Conversation, Message
 from conversations.verification import (
     PassageVerifier,
+    RelevanceGate,
     best_sentences,
     content_words,
     join_quote,
@@ -458,6 +459,7 @@ async def _generate(
     """
     messages, ordered = await _db(_build_prompt)(conversation, message, passages)
     verifier = await _db(PassageVerifier)([p.text for p in ordered])
+    gate = await _db(RelevanceGate)(message.text, [p.text for p in ordered])
     kept: list[tuple[str, int]] = []  # (sentence, passage index in `ordered`, 1-based)
     dropped: list[dict] = []
     buffer = ""
@@ -467,9 +469,12 @@ async def _generate(
     async def release(sentences: list[str]) -> None:
         nonlocal first_delta_ms
         checks = await _db(verifier.check_many)(sentences)
-        for check in checks:
+        relevant = await _db(gate.relevant)([c.sentence for c in checks])
+        for check, on_point in zip(checks, relevant, strict=True):
             if check.supported and any(check.sentence == k for k, _ in kept):
                 dropped.append({"sentence": check.sentence, "reasons": ["repeated"]})
+            elif check.supported and not on_point:
+                dropped.append({"sentence": check.sentence, "reasons": ["beside the question"]})
             elif check.supported:
                 kept.append((check.sentence, check.passage_index))
                 label = _label_for(kept, check.passage_index)

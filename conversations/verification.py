@@ -312,3 +312,47 @@ def quote_is_verbatim(quote: str, passage_text: str) -> list[str]:
     """The pieces of a quote that do not occur verbatim in the passage (empty when faithful)."""
     source = _squash(passage_text)
     return [piece for piece in quote.split(ELLIPSIS.strip()) if _squash(piece) not in source]
+
+
+RELEVANCE_RATIO = 0.8
+
+
+class RelevanceGate:
+    """Does a (verified) sentence answer the question about as well as the best passage sentence?
+
+    True-but-beside-the-point sentences ("This page explains …") pass verification; a small
+    model writes many. A sentence is released only when its relevance to the question reaches
+    RELEVANCE_RATIO of the most relevant passage sentence (what the extractive answer would
+    quote), scored as in `best_sentences`: cosine + 0.3 × question-word overlap.
+    """
+
+    def __init__(
+        self,
+        query: str,
+        passage_texts: Sequence[str],
+        *,
+        embed: Callable[[list[str]], list[list[float]]] = embed_texts,
+    ) -> None:
+        self.embed = embed
+        self.query_words = content_words(query)
+        candidates = [
+            s for p in passage_texts for s in split_sentences(p) if len(content_words(s)) >= 2
+        ]
+        vectors = np.asarray(embed([query, *candidates]), dtype=np.float32)
+        self.query_vec = vectors[0]
+        self.bar = max(
+            (self._score(c, vectors[i + 1]) for i, c in enumerate(candidates)), default=0.0
+        )
+
+    def _score(self, sentence: str, vector: np.ndarray) -> float:
+        overlap = len(self.query_words & content_words(sentence)) / (len(self.query_words) or 1)
+        return float(self.query_vec @ vector) + 0.3 * overlap
+
+    def relevant(self, sentences: Sequence[str]) -> list[bool]:
+        if not sentences:
+            return []
+        vectors = np.asarray(self.embed(list(sentences)), dtype=np.float32)
+        return [
+            self._score(s, vectors[i]) >= RELEVANCE_RATIO * self.bar
+            for i, s in enumerate(sentences)
+        ]

@@ -79,3 +79,19 @@ def test_provider_credentials_are_encrypted_at_rest(tenant):
     stored = ProviderConfig.objects.get(tenant=tenant).credentials_encrypted
     assert "s3cret-token" not in stored
     assert crypto.decrypt(stored) == "s3cret-token"
+
+
+@pytest.mark.parametrize(
+    ("text", "tool"),
+    [
+        ("where is my order A-1042?", "check_order"),
+        ("A-1042", "check_order"),
+        ("tracking for A-1042 hasn't moved in a week", "check_order"),
+        ("how do I start a return for order A-1042", None),
+        ("what's the status of claim W-20931", None),
+        ("refund $40 for A-1042 please", "request_refund"),
+    ],
+)
+def test_order_ids_route_to_the_order_tool_only_for_status_or_refunds(text, tool):
+    proposal = intents.propose_from_text(text)
+    assert (proposal.tool if proposal else None) == tool

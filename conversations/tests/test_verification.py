@@ -2,7 +2,12 @@
 
 import pytest
 
-from conversations.verification import best_sentences, split_sentences, verify_answer
+from conversations.verification import (
+    RelevanceGate,
+    best_sentences,
+    split_sentences,
+    verify_answer,
+)
 
 RETURNS = (
     "Unopened items can be returned within 30 days of delivery for a full refund to the original "
@@ -82,3 +87,13 @@ def test_verified_text_with_markers_re_verifies_sentence_by_sentence():
     answer = "Standard shipping takes 3-5 business days. [1] We also ship to the moon. [1]"
     result = verify_answer(answer, [SHIPPING])
     assert [c.supported for c in result.checks] == [True, False]
+
+
+def test_relevance_gate_drops_true_sentences_beside_the_question():
+    gate = RelevanceGate("How much does express shipping cost?", [SHIPPING, RETURNS])
+    assert gate.relevant(
+        [
+            "Express shipping takes 1-2 business days and costs $15.",
+            "Items marked final sale cannot be returned.",
+        ]
+    ) == [True, False]

@@ -1,5 +1,6 @@
 """Run a labelled question set through the real orchestrator and print the score table."""
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -7,7 +8,6 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from conversations import evaluation, services
-from inference import gateway
 from knowledge.models import Document
 from knowledge.services import document_index
 from supportbot.models import Tenant
@@ -66,10 +66,12 @@ class Command(BaseCommand):
         )
         customer.segments = ["summit-club"]
         customer.save(update_fields=["segments"])
-        mode = "generative (vLLM gateway)" if gateway.gateway_available() else "extractive"
-        self.stdout.write(f"Running {len(cases)} questions for {slug!r}; answer path: {mode}")
+        self.stdout.write(f"Running {len(cases)} questions for {slug!r}")
         started = time.monotonic()
-        results = [evaluation.run_case(tenant=tenant, case=c, customer=customer) for c in cases]
+        results, mode = asyncio.run(
+            evaluation.run_all(tenant=tenant, cases=cases, customer=customer)
+        )
+        self.stdout.write(f"Answer path: {mode}")
         summary = evaluation.summarize(results)
         elapsed = time.monotonic() - started
 
