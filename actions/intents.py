@@ -34,7 +34,8 @@ AMOUNT = re.compile(
 # Order status and whereabouts: these look the order up.
 STATUS = re.compile(
     r"\b(where|status|track\w*|arriv\w*|deliver\w*|shipp?ed|dispatch\w*|when will|eta|late|"
-    r"lost|moved|stuck|look (it |this )?up|check( on)?|what happened|hasn'?t (come|arrived))\b",
+    r"lost|(hasn'?t|not|never) moved|stuck|look (it |this )?up|check( on)?|what happened|"
+    r"hasn'?t (come|arrived))\b",
     re.IGNORECASE,
 )
 # Ids that are not orders: warranty claims, tickets, return authorizations.

@@ -9,6 +9,7 @@ fails, the customer gets an extractive answer quoted from the best passages, or 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -18,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
@@ -47,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
-PROMPT_VERSION = "answer-v2"
+PROMPT_VERSION = "answer-v3"
 RECENT_MESSAGES = 6
 MAX_PASSAGES = 4
 ANSWER_MAX_TOKENS = 160
@@ -405,7 +407,7 @@ def _search_query(*, conversation: Conversation, message: Message) -> str:
 
 
 def _cache_key(conversation: Conversation, text: str, audience) -> str | None:
-    if intents.has_personal_data(text):
+    if not settings.ANSWER_CACHE_ENABLED or intents.has_personal_data(text):
         return None
     version = knowledge.knowledge_version(tenant=conversation.tenant)
     raw = "|".join(
@@ -472,9 +474,17 @@ async def _generate(
         relevant = await _db(gate.relevant)([c.sentence for c in checks])
         for check, on_point in zip(checks, relevant, strict=True):
             if check.supported and any(check.sentence == k for k, _ in kept):
-                dropped.append({"sentence": check.sentence, "reasons": ["repeated"]})
+                dropped.append(
+                    {"sentence": check.sentence, "reasons": ["repeated"], "after": len(kept)}
+                )
             elif check.supported and not on_point:
-                dropped.append({"sentence": check.sentence, "reasons": ["beside the question"]})
+                dropped.append(
+                    {
+                        "sentence": check.sentence,
+                        "reasons": ["beside the question"],
+                        "after": len(kept),
+                    }
+                )
             elif check.supported:
                 kept.append((check.sentence, check.passage_index))
                 label = _label_for(kept, check.passage_index)
@@ -483,25 +493,34 @@ async def _generate(
                     first_delta_ms = (time.monotonic() - started) * 1000
                 await emit({"type": "answer.delta", "message_id": reply.pk, "text": piece})
             else:
-                dropped.append({"sentence": check.sentence, "reasons": check.reasons})
+                dropped.append(
+                    {"sentence": check.sentence, "reasons": check.reasons, "after": len(kept)}
+                )
 
     final = None
+    stream = gateway.stream_chat(
+        tenant_id=conversation.tenant_id,
+        messages=messages,
+        max_tokens=ANSWER_MAX_TOKENS,
+        role="primary",
+        affinity_key=f"conv:{conversation.pk}",
+    )
     try:
-        async for item in gateway.stream_chat(
-            tenant_id=conversation.tenant_id,
-            messages=messages,
-            max_tokens=ANSWER_MAX_TOKENS,
-            role="primary",
-            affinity_key=f"conv:{conversation.pk}",
-        ):
-            if isinstance(item, gateway.ChatDelta):
-                buffer += item.text
-                sentences = split_sentences(buffer)
-                if len(sentences) > 1:
-                    await release(sentences[:-1])
-                    buffer = sentences[-1]
-            else:
-                final = item
+        async with contextlib.aclosing(stream):
+            async for item in stream:
+                if isinstance(item, gateway.ChatDelta):
+                    buffer += item.text
+                    sentences = split_sentences(buffer)
+                    if len(sentences) > 1:
+                        await release(sentences[:-1])
+                        buffer = sentences[-1]
+                    if _give_up(kept, dropped, started):
+                        # Nothing usable soon enough (or the model drifted off): stop paying
+                        # for tokens; the customer gets the extractive answer or what is kept.
+                        buffer = ""
+                        break
+                else:
+                    final = item
         if buffer.strip():
             await release([buffer.strip()])
     except gateway.InferenceError as exc:
@@ -534,6 +553,20 @@ async def _generate(
     draft = Draft(text, Message.Kind.ANSWER, [ordered[i - 1] for i in used], {}, stats)
     draft.quotes = {n: _quote_for(ordered[i - 1].text, quotes[n]) for i, n in renumber.items()}
     return draft, True, None
+
+
+FIRST_SENTENCE_BUDGET_S = 2.5  # keeps first words under the 3 s target on a slow model
+MAX_DROPPED_IN_A_ROW = 2
+
+
+def _give_up(kept: list, dropped: list, started: float) -> bool:
+    """Stop generating: no verified sentence within budget, or the last ones all failed."""
+    if not kept:
+        return len(dropped) >= MAX_DROPPED_IN_A_ROW or (
+            time.monotonic() - started > FIRST_SENTENCE_BUDGET_S
+        )
+    since_last_kept = sum(1 for d in dropped if d.get("after") == len(kept))
+    return since_last_kept >= MAX_DROPPED_IN_A_ROW
 
 
 def _label_for(kept: list[tuple[str, int]], passage_index: int) -> int:

@@ -23,6 +23,7 @@ from knowledge.embeddings import embed_texts
 
 LEXICAL_MIN = 0.6
 EMBED_MIN = 0.55
+MIN_CLAIM_WORDS = 3  # "Order A-1042." is a fragment, not an answer
 SUPPORT_SENTENCES = 3  # the passage sentences closest to a claim that may support it
 
 _STOPWORDS_TEXT = """
@@ -178,8 +179,8 @@ def _check_against(sentence: str, support: str, semantic: float) -> tuple[bool, 
     reasons = []
     words = content_words(sentence)
     lexical = len(words & content_words(support)) / len(words) if words else 0.0
-    if not words:
-        reasons.append("no content")
+    if len(words) < MIN_CLAIM_WORDS:
+        reasons.append("too short to be a claim")
     if lexical < LEXICAL_MIN:
         reasons.append(f"lexical {lexical:.2f} < {LEXICAL_MIN}")
     if semantic < EMBED_MIN:

@@ -210,6 +210,9 @@ SPECTACULAR_SETTINGS = {
 }
 API_KEY_LAST_USED_RESOLUTION_SECONDS = env.int("API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60)
 
+# --------------------------------------------------------------------------- conversations
+ANSWER_CACHE_ENABLED = env.bool("ANSWER_CACHE_ENABLED", default=True)
+
 # --------------------------------------------------------------------------- handoffs
 HANDOFF_ESCALATE_AFTER_SECONDS = env.int("HANDOFF_ESCALATE_AFTER_SECONDS", default=300)
 

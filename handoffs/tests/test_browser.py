@@ -117,3 +117,33 @@ def test_second_agent_is_told_the_handoff_is_already_claimed(live_stack, browser
     )
     assert owners == [("agent",)]
     customer_ctx.close()
+
+
+def test_no_handoff_is_lost_across_a_restart_of_the_web_process(live_stack, browser):
+    customer_ctx = browser.new_context()
+    customer = customer_ctx.new_page()
+    customer.goto(f"{live_stack.url}/chat/acme/")
+    customer.wait_for_selector("#status:has-text('Online')", timeout=20000)
+    customer.fill("#input", "please connect me to a person about my restart-test order")
+    customer.click("#send")
+    customer.wait_for_selector("#notice:has-text('person from our team')", timeout=30000)
+
+    agent_ctx = browser.new_context()
+    agent = agent_ctx.new_page()
+    agent.goto(f"{live_stack.url}/console/login/")
+    agent.fill("input[name=username]", "agent")
+    agent.fill("input[name=password]", live_stack.logins()["agent"])
+    agent.click("button[type=submit]")
+    agent.wait_for_selector(".queue-item:has-text('restart-test')", timeout=15000)
+
+    live_stack.restart()  # daphne, qcluster and the order service all stop and start again
+
+    agent.reload()
+    agent.wait_for_selector(".queue-item:has-text('restart-test')", timeout=30000)
+    # The customer's page reconnects by itself and still sees its place in the queue.
+    customer.wait_for_selector("#status:has-text('Online')", timeout=30000)
+    customer.reload()
+    customer.wait_for_selector("#notice:has-text('person from our team')", timeout=30000)
+    assert customer.locator("article.msg.customer", has_text="restart-test").count() == 1
+    agent_ctx.close()
+    customer_ctx.close()

@@ -56,6 +56,37 @@ class Stack:
         )
         return result.stdout
 
+    def restart(self, timeout: float = 120.0) -> None:
+        """Stop every process of the stack and start run.sh again on the same ports and data."""
+        self.stop()
+        self._launch()
+        self._wait_ready(timeout)
+
+    def _launch(self) -> None:
+        with open(self.log_dir / "run.log", "a") as log:
+            self.process = subprocess.Popen(  # noqa: S603
+                ["bash", "scripts/run.sh"],
+                cwd=ROOT,
+                env=self.env,
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"run.sh exited; see {self.log_dir}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"stack not ready in {timeout}s; see {self.log_dir}")
+
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -94,28 +125,9 @@ def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
     stack = Stack(f"http://127.0.0.1:{port}", database_url, name, None, env, log_dir)  # type: ignore[arg-type]
     stack.manage("migrate", "--noinput")
     stack.manage("seed_demo")
-    with open(log_dir / "run.log", "w") as log:
-        stack.process = subprocess.Popen(  # noqa: S603
-            ["bash", "scripts/run.sh"],
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    stack._launch()
+    stack._wait_ready(timeout)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if stack.process.poll() is not None:
-            raise RuntimeError(f"run.sh exited; see {log_dir}")
-        try:
-            if httpx.get(f"{stack.url}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    else:
-        stack.stop()
-        raise RuntimeError(f"stack not ready in {timeout}s; see {log_dir}")
     while time.monotonic() < deadline:
         ready = stack.sql("SELECT count(*) FROM knowledge_document WHERE status = 'ready'")[0][0]
         if ready >= wait_for_documents:

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.test.utils import override_settings
 
 from conversations import evaluation, services
 from knowledge.models import Document
@@ -46,8 +47,13 @@ class Command(BaseCommand):
         parser.add_argument("file")
         parser.add_argument("--limit", type=int, default=0)
         parser.add_argument("--show", action="store_true", help="print every wrong case")
+        parser.add_argument(
+            "--use-cache",
+            action="store_true",
+            help="let cached answers serve (default: measure the whole pipeline every time)",
+        )
 
-    def handle(self, *args, file: str, limit: int, show: bool, **options):
+    def handle(self, *args, file: str, limit: int, show: bool, use_cache: bool, **options):
         path = Path(file)
         if not path.exists():
             raise CommandError(f"No such file: {file}")
@@ -68,9 +74,10 @@ class Command(BaseCommand):
         customer.save(update_fields=["segments"])
         self.stdout.write(f"Running {len(cases)} questions for {slug!r}")
         started = time.monotonic()
-        results, mode = asyncio.run(
-            evaluation.run_all(tenant=tenant, cases=cases, customer=customer)
-        )
+        with override_settings(ANSWER_CACHE_ENABLED=use_cache):
+            results, mode = asyncio.run(
+                evaluation.run_all(tenant=tenant, cases=cases, customer=customer)
+            )
         self.stdout.write(f"Answer path: {mode}")
         summary = evaluation.summarize(results)
         elapsed = time.monotonic() - started
