@@ -1,5 +1,6 @@
 """Shared fixtures. Settings have already started the embedded services when no URLs are set."""
 
+import contextlib
 import os
 import uuid
 
@@ -139,13 +140,22 @@ def engine_settings(settings):
     return settings
 
 
-@pytest.fixture
-async def engine_pool(engine_settings):
-    """A fresh gateway pool (own Redis key space) with real-engine timeouts."""
+@contextlib.asynccontextmanager
+async def isolated_pool():
+    """A fresh gateway pool on the current loop, with its own Redis key space."""
     fresh = Pool(redis_prefix=f"sb:test:{uuid.uuid4().hex[:8]}")
     previous = set_pool(fresh)
-    yield fresh
-    await fresh.stop()
-    set_pool(previous)
-    # The poller's ORM calls ran in asgiref's executor thread: close its connection there.
-    await sync_to_async(connections.close_all)()
+    try:
+        yield fresh
+    finally:
+        await fresh.stop()
+        set_pool(previous)
+        # The poller's ORM calls ran in asgiref's executor thread: close its connection there.
+        await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+async def engine_pool(engine_settings):
+    """A fresh gateway pool with real-engine timeouts."""
+    async with isolated_pool() as fresh:
+        yield fresh

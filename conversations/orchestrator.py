@@ -9,6 +9,7 @@ fails, the customer gets an extractive answer quoted from the best passages, or 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -507,8 +508,10 @@ async def _generate(
         role="primary",
         affinity_key=f"conv:{conversation.pk}",
     )
+    remaining = FIRST_SENTENCE_BUDGET_S - (time.monotonic() - turn_started)
+    first_sentence_deadline = asyncio.timeout(max(0.05, remaining))
     try:
-        async with contextlib.aclosing(stream):
+        async with first_sentence_deadline, contextlib.aclosing(stream):
             async for item in stream:
                 if isinstance(item, gateway.ChatDelta):
                     buffer += item.text
@@ -516,15 +519,22 @@ async def _generate(
                     if len(sentences) > 1:
                         await release(sentences[:-1])
                         buffer = sentences[-1]
+                    if kept:
+                        first_sentence_deadline.reschedule(None)  # first words are out
                     if _give_up(kept, dropped, turn_started):
-                        # Nothing usable soon enough (or the model drifted off): stop paying
-                        # for tokens; the customer gets the extractive answer or what is kept.
+                        # The model drifted off: stop paying for tokens; the customer gets
+                        # the extractive answer or what is kept.
                         buffer = ""
                         break
                 else:
                     final = item
-        if buffer.strip():
-            await release([buffer.strip()])
+            if buffer.strip():
+                await release([buffer.strip()])
+    except TimeoutError:
+        # No verified sentence within the first-words budget (enforced even while the
+        # engine is silent): answer extractively now.
+        logger.info("no verified sentence within %.1f s for message %s", remaining, message.pk)
+        return None, False, None
     except gateway.InferenceError as exc:
         logger.warning("generation failed for message %s: %s", message.pk, exc)
         return None, bool(kept), getattr(exc, "code", exc.__class__.__name__)

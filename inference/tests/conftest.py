@@ -1,12 +1,8 @@
 """Fixtures of the inference tests: replay servers, fast pool settings, an isolated pool."""
 
-import uuid
-
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 
-from inference.pool import Pool, set_pool
+from conftest import isolated_pool
 from inference.tests.replay_server import ReplayServer
 
 FAST = {
@@ -45,13 +41,8 @@ def fast_settings(settings):
 @pytest.fixture
 async def pool(fast_settings):
     """A fresh process pool on this test's loop, with its own Redis key space."""
-    fresh = Pool(redis_prefix=f"sb:test:{uuid.uuid4().hex[:8]}")
-    previous = set_pool(fresh)
-    yield fresh
-    await fresh.stop()
-    set_pool(previous)
-    # The poller's ORM calls ran in asgiref's executor thread: close its connection there.
-    await sync_to_async(connections.close_all)()
+    async with isolated_pool() as fresh:
+        yield fresh
 
 
 # vllm_engine, engine_settings and engine_pool live in the root conftest.py: conversation
