@@ -3,6 +3,7 @@ verified sentence by sentence, and a worker dying mid-answer never loses the cus
 
 import asyncio
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -10,6 +11,7 @@ from conversations import evaluation, orchestrator, services
 from conversations.models import Message
 from conversations.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
 from inference import services as inference_services
+from inference.metrics import parse_vllm_metrics
 from inference.models import ModelWorker
 from inference.tests.engine import engine_start
 
@@ -38,6 +40,18 @@ def register(engine, name):
         state=ModelWorker.State.READY,
         pid=engine.pid,
     )
+
+
+async def _generating(url: str, timeout: float = 20.0) -> bool:
+    """Wait until the engine reports a running request (its own /metrics)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with httpx.AsyncClient(timeout=2.0) as client:
+        while asyncio.get_running_loop().time() < deadline:
+            text = (await client.get(f"{url}/metrics")).text
+            if parse_vllm_metrics(text).running > 0:
+                return True
+            await asyncio.sleep(0.02)
+    return False
 
 
 class Recorder:
@@ -104,8 +118,8 @@ async def test_worker_killed_mid_answer_still_answers_and_loses_nothing(engine_p
             )
         )
         await asyncio.wait_for(events.started.wait(), timeout=60)
-        await asyncio.sleep(1.0)  # the engine is generating now
-        engine.kill()
+        assert await _generating(engine.url), "the engine never started on the answer"
+        engine.kill()  # mid-answer: the request is running on the engine
         outcome = await asyncio.wait_for(task, timeout=120)
         reply = outcome.reply
         assert reply is not None
