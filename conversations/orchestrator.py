@@ -70,7 +70,6 @@ REFUSAL_TEXT = (
     "accounts, and I couldn't find anything on that in our help center. Would you like to talk "
     "to a person from our team?"
 )
-HUMAN_OWNED_NOTE = "A person from our team is handling this conversation."
 
 
 async def _noop(event: dict[str, Any]) -> None:
@@ -541,10 +540,7 @@ async def _generate(
 
     if not kept:
         return None, False, None
-    used: list[int] = []
-    for _, idx in kept:
-        if idx not in used:
-            used.append(idx)
+    used = _citation_order(kept)
     renumber = {old: new for new, old in enumerate(used, start=1)}
     text = " ".join(f"{s} [{renumber[i]}]" for s, i in kept)
     quotes = {}
@@ -583,12 +579,13 @@ def _give_up(kept: list, dropped: list, started: float) -> bool:
     return since_last_kept >= MAX_DROPPED_IN_A_ROW
 
 
+def _citation_order(kept: list[tuple[str, int]]) -> list[int]:
+    """Passage indexes in the order the answer first cites them (citation [1], [2], …)."""
+    return list(dict.fromkeys(idx for _, idx in kept))
+
+
 def _label_for(kept: list[tuple[str, int]], passage_index: int) -> int:
-    seen: list[int] = []
-    for _, idx in kept:
-        if idx not in seen:
-            seen.append(idx)
-    return seen.index(passage_index) + 1
+    return _citation_order(kept).index(passage_index) + 1
 
 
 def _quote_for(passage_text: str, sentence: str) -> str:
