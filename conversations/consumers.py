@@ -16,6 +16,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.cache import cache
 
+from actions import selectors as action_selectors
 from conversations import orchestrator, selectors, services
 from conversations.identity import (
     identity_token_verify,
@@ -95,6 +96,9 @@ def _start_session(payload: dict[str, Any]) -> dict[str, Any]:
         "customer": customer,
         "conversation": conversation,
         "ready": {
+            "actions": action_selectors.action_cards_for_conversation(
+                conversation_id=conversation.pk
+            ),
             "type": "session.ready",
             "tenant": {"slug": tenant.slug, "name": tenant.name},
             "conversation_id": conversation.pk,
@@ -153,6 +157,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "feedback.send": self.on_feedback_send,
             "handoff.request": self.on_handoff_request,
             "handoff.contact": self.on_handoff_contact,
+            "action.confirm": self.on_action_answer,
+            "action.cancel": self.on_action_answer,
             "ping": self.on_ping,
         }.get(event["type"])
         if handler is None:
@@ -166,7 +172,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             await handler(event)
         except ApplicationError as exc:
-            await self.send_error(exc.code, exc.detail, field=exc.field, ref=event.get("ref"))
+            extra = {k: exc.extra[k] for k in ("state", "current_version") if k in exc.extra}
+            await self.send_error(
+                exc.code,
+                exc.detail,
+                field=exc.field,
+                ref=event.get("ref"),
+                action_id=event.get("action_id") if event["type"].startswith("action.") else None,
+                **extra,
+            )
         except Exception:
             logger.exception("chat event %s failed", event.get("type"))
             await self.send_error("internal", "Something went wrong; please try again.")
@@ -244,6 +258,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
             conversation=self.conversation, detail=detail[:300] or "handoff button", emit=self.emit
         )
 
+    async def on_action_answer(self, event: dict) -> None:
+        """The customer's Confirm / Cancel on a proposal card (that exact id and version)."""
+        action_id, version = event.get("action_id"), event.get("version")
+        if not isinstance(action_id, int) or isinstance(action_id, bool):
+            raise ApplicationError("action_id must be an integer.", field="action_id")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ApplicationError("version must be an integer.", field="version")
+        await orchestrator.answer_action(
+            conversation=self.conversation,
+            action_id=action_id,
+            version=version,
+            confirm=event["type"] == "action.confirm",
+            via="button",
+            emit=self.emit,
+        )
+
     async def on_handoff_contact(self, event: dict) -> None:
         email = event.get("email")
         if not isinstance(email, str):
@@ -281,3 +311,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def conversation_activity(self, event: dict) -> None:  # tenant-wide; not joined here
         return None
+
+    async def conversation_action(self, event: dict) -> None:
+        await self.emit({"type": "action.updated", "action": event["action"]})

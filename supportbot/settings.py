@@ -178,10 +178,9 @@ WHITENOISE_USE_FINDERS = True
 
 # --------------------------------------------------------------------------- API
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "supportbot.authentication.ApiKeyAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
+    # The partner API takes API keys only; console endpoints name SessionAuthentication
+    # themselves (an agent's browser session must never act as a partner).
+    "DEFAULT_AUTHENTICATION_CLASSES": ["supportbot.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "supportbot.exceptions.api_exception_handler",
@@ -305,5 +304,7 @@ ACTIONS = {
     "STALE_APPROVED_S": env.float("ACTIONS_STALE_APPROVED_S", default=30.0),
     "MAX_ATTEMPTS": env.int("ACTIONS_MAX_ATTEMPTS", default=5),
 }
+# The shop currency amounts in chat are read in (another currency is asked back).
+ACTIONS_CURRENCY = env.str("ACTIONS_CURRENCY", default="USD")
 # The demo tenant's order system (demo/orders); seed_demo points `acme` at it.
 ORDER_SERVICE_URL = env.str("ORDER_SERVICE_URL", default="")
