@@ -172,7 +172,8 @@ def test_cancel_then_asking_again_gives_a_new_card(shop, tenant):
     card = say(conversation, "refund $15 for A-1042", "m1").action
     answer(conversation, card, confirm=False)
     again = say(conversation, "refund $15 for A-1042", "m2").action
-    assert again["id"] != card["id"] and again["state"] == "awaiting_confirmation"
+    assert again["id"] != card["id"]
+    assert again["state"] == "awaiting_confirmation"
     assert shop.refund_posts() == 0
 
 
@@ -236,7 +237,8 @@ def test_refund_over_the_limit_waits_for_approval_after_confirmation(shop, tenan
     assert "review" in card["next_step"]
     done = answer(conversation, card)
     assert done["state"] == "awaiting_approval"
-    assert "review" in done["text"] and "confirmed" not in done["text"]
+    assert "review" in done["text"]
+    assert "confirmed" not in done["text"]
     assert shop.refund_posts() == 0
     assert Handoff.objects.get(conversation=conversation).reason == "approval_needed"
 
@@ -283,11 +285,13 @@ def test_provider_200_with_html_after_commit_settles_by_lookup_without_a_second_
     shop.set_faults(html_after_commit_count=1)
     told = answer(conversation, card)
     assert told["state"] == "unknown"
-    assert "confirming it" in told["text"] and "submitted and confirmed" not in told["text"]
+    assert "confirming it" in told["text"]
+    assert "submitted and confirmed" not in told["text"]
     action_services.actions_sweep()
     action = ActionRequest.objects.get(pk=card["id"])
     assert action.state == "succeeded"
-    assert shop.refund_posts() == 1 and len(shop.refunds()) == 1
+    assert shop.refund_posts() == 1
+    assert len(shop.refunds()) == 1
     notices = Message.objects.filter(conversation=conversation, role="system")
     assert [m.meta["state"] for m in notices] == ["unknown", "succeeded"]
 
