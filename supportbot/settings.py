@@ -25,9 +25,11 @@ if env_file.exists():
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 VAR_DIR = devservices.var_dir()
-# No DATABASE_URL means the embedded services of `make run` and tests: a developer's machine
-# served over plain http. Everything else is production and gets the secure defaults.
-EMBEDDED_DEV = not env.str("DATABASE_URL", default="")
+# The embedded services of `make run` and tests (no DATABASE_URL, or one naming the embedded
+# server's socket under var/, as test stacks do) mean a developer's machine served over plain
+# http. Everything else is production and gets the secure defaults.
+_database_url = env.str("DATABASE_URL", default="")
+EMBEDDED_DEV = not _database_url or devservices.is_embedded_postgres_url(_database_url)
 DEV_HTTP = DEBUG or EMBEDDED_DEV
 
 # The root secret. Development generates a random one once into var/secret-key (0600);
@@ -36,7 +38,7 @@ SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEV_HTTP:
         raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY is not set. Production (DJANGO_DEBUG off, DATABASE_URL set) "
+            "DJANGO_SECRET_KEY is not set. Production (DJANGO_DEBUG off, a DATABASE_URL) "
             "needs a long random secret, e.g. "
             "`python -c 'import secrets; print(secrets.token_urlsafe(64))'`."
         )
@@ -47,8 +49,7 @@ CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 # --------------------------------------------------------------------------- services
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
-    _database_url = env.str("DATABASE_URL", default="")
-    EMBEDDED_POSTGRES = EMBEDDED_DEV
+    EMBEDDED_POSTGRES = not _database_url
     if EMBEDDED_POSTGRES:
         _database_url = devservices.postgres_start()
     _redis_url = env.str("REDIS_URL", default="")

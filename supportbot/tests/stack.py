@@ -17,7 +17,7 @@ import httpx
 import psycopg
 
 from demo.orders.testing import free_port
-from supportbot import devservices, keys
+from supportbot import devservices
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,13 +114,6 @@ def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
         # No local vLLM engine here: its registry would be this database's and its ports the
         # dev stack's. The generative path is tested against real engines in inference tests.
         "INFERENCE_AUTOSTART": "0",
-        # A DATABASE_URL means production settings: give them a secret and plain http, as a
-        # deployment behind no TLS would (the secure defaults are tested in test_settings).
-        "DJANGO_SECRET_KEY": keys.dev_secret_key(devservices.var_dir()),
-        "SECURE_SSL_REDIRECT": "0",
-        "SECURE_HSTS_SECONDS": "0",
-        "SESSION_COOKIE_SECURE": "0",
-        "CSRF_COOKIE_SECURE": "0",
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
     stack = Stack(f"http://127.0.0.1:{port}", database_url, name, None, env, log_dir)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from supportbot import keys
+from supportbot import devservices, keys
 
 ROOT = Path(__file__).resolve().parents[2]
 # Unreachable on purpose: loading settings and `check --deploy` must not connect anywhere.
@@ -148,3 +148,14 @@ def test_actions_key_is_derived_with_hkdf_and_reveals_no_secret():
     assert expected != old
     assert keys.derive_fernet_key(settings.SECRET_KEY, "other") != expected
     assert len(base64.urlsafe_b64decode(expected)) == 32
+
+
+def test_only_the_embedded_servers_socket_counts_as_development(tmp_path, monkeypatch):
+    monkeypatch.setenv("SUPPORTBOT_VAR_DIR", str(tmp_path))
+    pg = tmp_path / "pg"
+    assert devservices.is_embedded_postgres_url(f"postgresql://postgres:@/supportbot?host={pg}")
+    assert not devservices.is_embedded_postgres_url(
+        f"postgresql://postgres:@/supportbot?host={tmp_path / 'other'}"
+    )
+    assert not devservices.is_embedded_postgres_url("postgresql://sb:pw@db.internal:5432/sb")
+    assert not devservices.is_embedded_postgres_url("postgresql://sb@/sb?host=/var/run/postgresql")
