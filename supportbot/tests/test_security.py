@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
@@ -37,7 +41,7 @@ def assert_strict_page(response) -> dict[str, list[str]]:
     assert response.status_code == 200, response.content[:500]
     policy = csp_of(response)
     assert policy["script-src"] == ["'self'"]
-    assert policy["style-src"] == ["'self'"]
+    assert policy["style-src"] == ["'self'", settings.KB_PAGE_STYLE_HASH]
     assert policy["object-src"] == ["'none'"]
     html = response.content.decode()
     assert not INLINE_SCRIPT.search(html), INLINE_SCRIPT.search(html)
@@ -116,6 +120,17 @@ def test_api_docs_load_swagger_ui_from_our_static_files(client, db):
     assert script.status_code == 200
     assert script["Content-Type"].startswith("application/javascript")
     assert "SwaggerUIBundle" in script.content.decode()
+
+
+def test_help_center_page_style_is_the_one_allowed_inline_block(client, db):
+    """Editing the knowledge page's <style> needs a new hash (better: a static stylesheet)."""
+    template = Path(settings.BASE_DIR, "knowledge/templates/knowledge/document_page.html")
+    blocks = re.findall(r"<style>(.*?)</style>", template.read_text(), re.S)
+    hashes = [
+        "'sha256-" + base64.b64encode(hashlib.sha256(b.encode()).digest()).decode() + "'"
+        for b in blocks
+    ]
+    assert hashes in ([settings.KB_PAGE_STYLE_HASH], [])
 
 
 def test_origin_validation_accepts_only_bare_origins():
