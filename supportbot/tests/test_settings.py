@@ -66,6 +66,10 @@ def test_check_deploy_reports_nothing_with_production_settings(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "System check identified no issues (0 silenced)." in r.stdout, r.stdout + r.stderr
+    # Loading production settings starts nothing embedded and writes no key of its own.
+    assert not (tmp_path / "var" / "pg").exists()
+    assert not (tmp_path / "var" / "valkey").exists()
+    assert not (tmp_path / "var" / keys.SECRET_FILE_NAME).exists()
 
 
 def test_production_settings_default_to_https_only_cookies_and_redirects(tmp_path):
