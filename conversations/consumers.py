@@ -35,12 +35,26 @@ RATE_LIMIT_PER_MINUTE = 20
 HISTORY_LIMIT = 200
 
 
-def _start_session(payload: dict[str, Any]) -> dict[str, Any]:
-    """Resolve tenant, customer and conversation for a `session.start` event."""
+class OriginNotAllowed(ApplicationError):
+    status = 403
+    code = "origin_not_allowed"
+
+
+def _start_session(payload: dict[str, Any], *, origin: str | None) -> dict[str, Any]:
+    """Resolve tenant, customer and conversation for a `session.start` event.
+
+    The page's Origin must be one of the tenant's allowed origins or this product's own host,
+    so another site cannot drive a customer's chat from the customer's browser.
+    """
     slug = payload.get("tenant")
     if not isinstance(slug, str) or not slug:
         raise ApplicationError("tenant is required.", field="tenant")
     tenant = tenancy.tenant_get(slug=slug)
+    if not tenancy.tenant_origin_allowed(tenant=tenant, origin=origin):
+        raise OriginNotAllowed(
+            f"Origin {origin or '(none)'} may not open a chat of {tenant.slug}: "
+            "add it to the tenant's allowed origins."
+        )
     identity = payload.get("identity_token")
     if identity:
         verified = identity_token_verify(tenant=tenant, token=identity)
@@ -189,7 +203,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send_json({"type": "pong"})
 
     async def on_session_start(self, event: dict) -> None:
-        session = await database_sync_to_async(_start_session)(event)
+        try:
+            session = await database_sync_to_async(_start_session)(event, origin=self._origin())
+        except OriginNotAllowed as exc:
+            await self.send_error(exc.code, exc.detail)
+            await self.close(code=4403)
+            return
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         self.tenant = session["tenant"]
@@ -198,6 +217,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = services.conversation_group(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json(session["ready"])
+
+    def _origin(self) -> str | None:
+        for name, value in self.scope.get("headers", []):
+            if name == b"origin":
+                return value.decode("latin-1")
+        return None
 
     async def on_message_send(self, event: dict) -> None:
         client_message_id = event.get("client_message_id")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 
+from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -35,17 +36,33 @@ def ops_data(request: HttpRequest) -> JsonResponse:
     return JsonResponse(selectors.ops_snapshot(stale_after_s=get_config().stale_after_s))
 
 
+def _metrics_allowed(request: HttpRequest) -> bool:
+    """`Authorization: Bearer <METRICS_TOKEN>` whenever a token is set; without one, only under
+    DEBUG. Active staff (the ops page's link) may always read it with their session."""
+    user = request.user
+    if user.is_authenticated and user.is_active and user.is_staff:
+        return True
+    token = get_config().metrics_bearer_token
+    if not token:
+        return settings.DEBUG
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    return scheme == "Bearer" and hmac.compare_digest(sent.strip().encode(), token.encode())
+
+
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Gateway counters/histograms of this process plus the pool's worker gauges.
-
-    Open unless `METRICS_BEARER_TOKEN` is set; then that bearer token is required.
-    """
-    token = get_config().metrics_bearer_token
-    if token:
-        sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(sent.encode(), token.encode()):
-            return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+    """Gateway counters/histograms of this process plus the pool's worker gauges."""
+    if not _metrics_allowed(request):
+        detail = (
+            "Send Authorization: Bearer <METRICS_TOKEN>."
+            if get_config().metrics_bearer_token
+            else "Metrics are closed: set METRICS_TOKEN and send it as a Bearer token."
+        )
+        response = JsonResponse(
+            {"error": {"code": "not_authenticated", "detail": detail}}, status=401
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
     body = generate_latest(REGISTRY) + generate_latest(
         worker_registry_collector(selectors.worker_list())
     )

@@ -11,9 +11,9 @@ SHOTS = "var/screenshots"
 
 
 def test_customer_asks_sees_streamed_cited_answer_rates_it_and_asks_for_a_human(
-    live_stack, browser
+    live_stack, browser, csp
 ):
-    page = browser.new_page(viewport={"width": 390, "height": 780})  # a phone
+    page = csp.watch(browser.new_page(viewport={"width": 390, "height": 780}))  # a phone
     page.goto(f"{live_stack.url}/chat/acme/")
     page.wait_for_selector("#status:has-text('Online')", timeout=20000)
     page.fill("#input", "How long does it take for a refund to reach my credit card?")
@@ -55,16 +55,17 @@ def test_customer_asks_sees_streamed_cited_answer_rates_it_and_asks_for_a_human(
     ]
 
     # The source link opens the cited passage.
-    target = browser.new_page()
+    target = csp.watch(browser.new_page())
     target.goto(f"{live_stack.url}{href}")
     assert "business days" in target.content()
     target.close()
     page.close()
+    assert csp.violations == []
 
 
-def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser):
+def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser, csp):
     context = browser.new_context()
-    page = context.new_page()
+    page = csp.watch(context.new_page())
     page.goto(f"{live_stack.url}/chat/acme/")
     page.wait_for_selector("#status:has-text('Online')", timeout=20000)
     page.fill("#input", "Is standard shipping free?")
@@ -76,10 +77,10 @@ def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser)
     page.wait_for_function(f"() => document.querySelectorAll('article.msg').length >= {before}")
     assert page.locator("article.msg").count() == before
     context.close()
+    assert csp.violations == []
 
 
-@pytest.fixture
-def shop_site(live_stack):
+def serve_shop(live_stack):
     """A tenant's site on another origin (its own loopback server) embedding the widget."""
     html = (
         f'<html><body><h1>Acme shop</h1><script src="{live_stack.url}/widget.js" '
@@ -97,18 +98,59 @@ def shop_site(live_stack):
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Shop)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://localhost:{server.server_address[1]}/"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://localhost:{server.server_address[1]}"
+
+
+def set_allowed_origins(live_stack, origins: list[str]) -> None:
+    live_stack.sql(
+        "UPDATE supportbot_tenant SET allowed_origins = %s WHERE slug = 'acme' RETURNING id",
+        (origins,),
+    )
+
+
+@pytest.fixture
+def shop_site(live_stack):
+    """The shop on an origin acme allows (Tenant.allowed_origins)."""
+    server, origin = serve_shop(live_stack)
+    set_allowed_origins(live_stack, [origin])
+    yield f"{origin}/"
+    set_allowed_origins(live_stack, [])
     server.shutdown()
 
 
-def test_widget_script_opens_the_chat_in_an_iframe(live_stack, browser, shop_site):
-    page = browser.new_page()
+@pytest.fixture
+def foreign_site(live_stack):
+    """The same page on an origin acme does not allow."""
+    server, origin = serve_shop(live_stack)
+    yield f"{origin}/"
+    server.shutdown()
+
+
+def test_widget_script_opens_the_chat_in_an_iframe(live_stack, browser, shop_site, csp):
+    page = csp.watch(browser.new_page())
     page.goto(shop_site)
     page.click("#supportbot-launcher")
     frame = page.frame_locator("#supportbot-frame")
     frame.locator("#status:has-text('Online')").wait_for(timeout=20000)
     assert frame.locator("#chat-title").inner_text().startswith("Acme")
     page.screenshot(path=f"{SHOTS}/widget.png")
+    page.close()
+    assert csp.violations == []
+
+
+def test_a_site_not_in_the_allowed_origins_cannot_frame_the_chat(
+    live_stack, browser, foreign_site, csp
+):
+    page = csp.watch(browser.new_page())
+    page.goto(foreign_site)
+    page.click("#supportbot-launcher")
+    page.wait_for_function(
+        "() => document.querySelector('#supportbot-frame').src !== ''", timeout=5000
+    )
+    page.wait_for_timeout(2000)
+    frames = [f for f in page.frames if f != page.main_frame]
+    assert frames
+    assert all(f.query_selector("#chat-title") is None for f in frames)
+    assert any("frame-ancestors" in v for v in csp.violations), csp.violations
     page.close()

@@ -13,8 +13,8 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]
 
 
-async def connect():
-    comm = WebsocketCommunicator(application, "/ws/chat/", headers=ORIGIN)
+async def connect(headers=ORIGIN):
+    comm = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
     connected, _ = await comm.connect()
     assert connected
     return comm
@@ -77,6 +77,46 @@ async def test_malformed_events_get_error_events_and_the_socket_stays_up(tenant,
     await comm.send_json_to({"type": "ping"})
     assert (await comm.receive_json_from())["type"] == "pong"
     await comm.disconnect()
+
+
+async def test_a_foreign_origin_cannot_start_a_chat_session(tenant, local_cache):
+    comm = await connect(headers=[(b"origin", b"https://evil.example")])
+    await comm.send_json_to({"type": "session.start", "tenant": tenant.slug})
+    error = await comm.receive_json_from()
+    assert error["type"] == "error"
+    assert error["code"] == "origin_not_allowed"
+    assert "https://evil.example" in error["detail"]
+    closed = await comm.receive_output()
+    assert closed == {"type": "websocket.close", "code": 4403}
+    assert not await database_sync_to_async(Customer.objects.filter(tenant=tenant).exists)()
+
+
+async def test_a_handshake_without_origin_cannot_start_a_chat_session(tenant, local_cache):
+    comm = await connect(headers=[])
+    await comm.send_json_to({"type": "session.start", "tenant": tenant.slug})
+    assert (await comm.receive_json_from())["code"] == "origin_not_allowed"
+
+
+async def test_the_tenants_allowed_origin_starts_a_session_and_only_for_that_tenant(
+    tenant, other_tenant, local_cache
+):
+    tenant.allowed_origins = ["https://shop.example.com"]
+    await database_sync_to_async(tenant.save)()
+    comm = await connect(headers=[(b"origin", b"https://shop.example.com")])
+    ready = await start(comm, tenant.slug)
+    assert ready["conversation_id"]
+    await comm.send_json_to({"type": "session.start", "tenant": other_tenant.slug})
+    assert (await comm.receive_json_from())["code"] == "origin_not_allowed"
+    await comm.disconnect()
+
+
+async def test_console_socket_refuses_a_foreign_origin_at_the_handshake(agent):
+    comm = WebsocketCommunicator(
+        application, "/ws/console/", headers=[(b"origin", b"https://evil.example")]
+    )
+    comm.scope["user"] = agent
+    connected, _ = await comm.connect()
+    assert not connected
 
 
 async def test_unknown_tenant_is_an_error_event(db):

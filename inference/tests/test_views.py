@@ -91,9 +91,10 @@ def test_stale_health_reads_as_unknown(client, staff, db):
     assert workers[0]["stale"] is True
 
 
-def test_metrics_endpoint_exports_gateway_and_worker_series(client, pool_rows):
-    r = client.get("/metrics")
-    assert r.status_code == 200
+def test_metrics_endpoint_exports_gateway_and_worker_series(client, pool_rows, settings):
+    settings.INFERENCE = {**settings.INFERENCE, "METRICS_BEARER_TOKEN": "s3cret"}
+    r = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret")
+    assert r.status_code == 200, r.content
     text = r.content.decode()
     assert 'supportbot_inference_worker_up{role="primary",worker="cpu-primary-1"} 1.0' in text
     assert 'supportbot_inference_worker_up{role="primary",worker="cpu-primary-2"} 0.0' in text
@@ -107,3 +108,27 @@ def test_metrics_endpoint_requires_the_bearer_token_when_set(client, db, setting
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
+def test_metrics_without_a_token_is_401_json(client, db, settings):
+    settings.INFERENCE = {**settings.INFERENCE, "METRICS_BEARER_TOKEN": "s3cret"}
+    r = client.get("/metrics", HTTP_AUTHORIZATION="Basic czNjcmV0")
+    assert r.status_code == 401, r.content
+    assert r["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    assert r.json()["error"]["code"] == "not_authenticated"
+
+
+def test_metrics_without_a_configured_token_is_closed_outside_debug(client, db, settings):
+    settings.INFERENCE = {**settings.INFERENCE, "METRICS_BEARER_TOKEN": ""}
+    settings.DEBUG = False
+    r = client.get("/metrics", HTTP_AUTHORIZATION="Bearer ")
+    assert r.status_code == 401, r.content
+    assert "METRICS_TOKEN" in r.json()["error"]["detail"]
+    settings.DEBUG = True
+    assert client.get("/metrics").status_code == 200
+
+
+def test_staff_read_metrics_with_their_session(client, staff, settings):
+    settings.INFERENCE = {**settings.INFERENCE, "METRICS_BEARER_TOKEN": ""}
+    client.force_login(staff)
+    assert client.get("/metrics").status_code == 200

@@ -102,10 +102,14 @@
         i ? ctx.lineTo(x(i + off), y) : ctx.moveTo(x(i + off), y);
       });
       ctx.stroke();
-      legend.push(`<span style="color:${color}">■</span> ${n}`);
+      // DOM nodes and CSSOM colours, not innerHTML with style attributes (CSP: style-src).
+      const swatch = document.createElement("span");
+      swatch.style.color = color;
+      swatch.textContent = "■";
+      legend.push(swatch, ` ${n}\u00a0\u00a0 `);
     });
-    document.getElementById("legend").innerHTML =
-      legend.join(" &nbsp; ") + " &nbsp; (solid: tokens/s, dashed: queue depth)";
+    document.getElementById("legend").replaceChildren(
+      ...legend, "(solid: tokens/s, dashed: queue depth)");
   }
 
   async function tick() {

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("supportbot", "0002_extensions_and_audit_guard"),
+        ("supportbot", "0003_tenant_allowed_origins"),
     ]
 
     operations = [
