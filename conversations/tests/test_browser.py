@@ -1,10 +1,14 @@
 """The customer chat in a real browser (Debian Chromium) on make run's stack."""
 
 import re
+import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from conversations.identity import identity_token_make
+from supportbot.models import Tenant
 
 pytestmark = pytest.mark.browser
 SHOTS = "var/screenshots"
@@ -154,3 +158,71 @@ def test_a_site_not_in_the_allowed_origins_cannot_frame_the_chat(
     assert all(f.query_selector("#chat-title") is None for f in frames)
     assert any("frame-ancestors" in v for v in csp.violations), csp.violations
     page.close()
+
+
+def _signed_in_chat_url(live_stack, external_id: str) -> str:
+    """The chat page as the tenant's site opens it for a signed-in customer."""
+    secret = live_stack.sql("SELECT widget_secret FROM supportbot_tenant WHERE slug = 'acme'")[0][0]
+    token = identity_token_make(tenant=Tenant(widget_secret=secret), external_id=external_id)
+    return f"{live_stack.url}/chat/acme/?identity={token}"
+
+
+def _provider_refunds(live_stack, cents: int) -> int:
+    with sqlite3.connect(live_stack.log_dir / "orders.sqlite3") as db:
+        return db.execute(
+            "SELECT count(*) FROM refunds WHERE order_id = 'A-1043' AND amount_cents = ?", (cents,)
+        ).fetchone()[0]
+
+
+def test_refund_card_confirm_shows_the_provider_result_and_cancel_executes_nothing(
+    live_stack, browser, csp
+):
+    context = browser.new_context()
+    page = csp.watch(context.new_page())
+    page.goto(_signed_in_chat_url(live_stack, "cust-1001"))
+    page.wait_for_selector("#status:has-text('Online')", timeout=20000)
+
+    page.fill("#input", "Please refund $12 for order A-1043, one pole was bent")
+    page.click("#send")
+    card = page.locator(".action-card[data-state='awaiting_confirmation']").last
+    card.wait_for(timeout=30000)
+    assert "Refund $12.00 for order A-1043" in card.inner_text()
+    assert _provider_refunds(live_stack, 1200) == 0  # nothing ran from the message
+    page.screenshot(path=f"{SHOTS}/chat-refund-card.png")
+
+    card.locator("button.confirm").click()
+    done = page.locator(".action-card[data-state='succeeded']").last
+    done.wait_for(timeout=30000)
+    assert "confirmed by our payment system" in done.inner_text()
+    assert "Reference: rf_" in done.inner_text()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('article.msg .body')]"
+        ".some(b => /submitted and confirmed/.test(b.textContent))",
+        timeout=15000,
+    )
+    assert _provider_refunds(live_stack, 1200) == 1
+    page.screenshot(path=f"{SHOTS}/chat-refund-confirmed.png")
+
+    page.fill("#input", "refund $13 for A-1043 please")
+    page.click("#send")
+    second = page.locator(".action-card[data-state='awaiting_confirmation']").last
+    second.wait_for(timeout=30000)
+    second.locator("button.cancel").click()
+    page.locator(".action-card[data-state='cancelled']").last.wait_for(timeout=15000)
+
+    # A reload shows each card in its saved state, with no buttons left to press.
+    page.reload()
+    page.wait_for_selector("#status:has-text('Online')", timeout=20000)
+    page.locator(".action-card[data-state='succeeded']").first.wait_for(timeout=15000)
+    page.locator(".action-card[data-state='cancelled']").first.wait_for(timeout=15000)
+    assert page.locator(".action-card button.confirm").count() == 0
+    assert _provider_refunds(live_stack, 1200) == 1
+    assert _provider_refunds(live_stack, 1300) == 0
+    states = live_stack.sql(
+        "SELECT arguments->>'amount', state FROM actions_actionrequest "
+        "WHERE tool = 'request_refund' ORDER BY id"
+    )
+    assert ("12.00", "succeeded") in states
+    assert ("13.00", "cancelled") in states
+    context.close()
+    assert csp.violations == []
