@@ -34,21 +34,25 @@ NOT_AN_ORDER = re.compile(r"\b(claim|ticket|case|rma|reference|ref)\s*#?\s*$", r
 REFUND = re.compile(
     r"\b(refund\w*|reimburs\w*|money back|pay(ing)? me back|give me back|"
     r"return (my|the) money|charge(d)? back my|credit (it )?back|"
-    r"(\d|dollars?|bucks|euros?|pounds?|money|cash) back)\b",
+    r"(\d+|dollars?|bucks|euros?|pounds?|money|cash) back)\b",
     re.IGNORECASE,
 )
 # Questions about a refund that may already exist: these look the order up, never refund.
 REFUND_QUESTION = re.compile(
     r"\b(where('?s| is| are)? (my|the|our) (refund|money)|"
-    r"(did|have|has|haven'?t|hasn'?t|didn'?t|was|were|is|got) (you |u |it |my \w+ |the \w+ |i )?"
-    r"(been |already |even |yet )*(refund|reimburs|process|issue|receiv|gotten|get|sent|paid)\w*|"
+    r"(did|have|has|haven'?t|hasn'?t|didn'?t) (you|u) (already |even |yet |ever )*"
+    r"(refund|reimburs|process|issue|send|sent|pay|paid)\w*|"
+    r"(did|have|has|haven'?t|hasn'?t|didn'?t|was|were|is) (i|it|my \w+|the \w+) "
+    r"(been |already |even |yet |ever )*(refund|reimburs|get|got|gotten|receiv)\w*|"
     r"(refund|reimbursement)'?s? (status|update|progress)|status of (my|the) (refund|money)|"
     r"(when|how (long|soon)) (will|do|does|would|can|is) (i|it|my|the|refunds?|you)\b[^.?!]*"
     r"(refund|money|back)|still waiting|track(ing)? (my|the) refund|any news|"
     r"(is|was) (my|the) (refund|money)|(received|got|seen) (my|the|a|any) (refund|money)|"
     r"(how|what) (do|does|did|is|are) (refunds?|the refund)|"
     r"why (haven'?t|hasn'?t|didn'?t|did|have|has)[^.?!]*refund|how (long|soon|quickly)\b[^.?!]*"
-    r"(refund|money back)|(refund|money)[^.?!]*(arrive|show up|take|come through))",
+    r"(refund|money back)|(refund|money)[^.?!]*(arrive|show up|take|come through)|"
+    r"\b(has|have|was|were|is) (my |the |your |this |that )?(refund|money|reimbursement|it)\b"
+    r"[^.?!]*\b(processed|issued|sent|approved|completed|refunded|credited)\b)",
     re.IGNORECASE,
 )
 NEGATION = re.compile(
@@ -56,7 +60,9 @@ NEGATION = re.compile(
     r"shouldn'?t|should not|won'?t|will not|wouldn'?t)(\W+\w+){0,2}?\W+(refund|reimburs)|"
     r"\bnot (a |to |want a |yet )?(refund|reimburs)|\bno refunds?\b|"
     r"\brefund\w*\b[^.?!]*\b(not yet|yet\W+i only|later)\b|"
-    r"\b(cancel|withdraw|forget)\w* (the |my |that )?(refund|request)",
+    r"\b(cancel|withdraw|forget)\w* (the |my |that )?(refund|request)|"
+    r"\b(actually|wait|on second thought|scratch that)\b[^?!]*\b(no|don'?t|never ?mind|cancel|"
+    r"not)\b|\bno,? don'?t\b",
     re.IGNORECASE,
 )
 HYPOTHETICAL = re.compile(
@@ -65,6 +71,15 @@ HYPOTHETICAL = re.compile(
     r"in theory|theoretically|just curious|out of curiosity|would i (be able|get|be)|"
     r"is it possible|am i (able|eligible|allowed)|can refunds?|could refunds?|in case|"
     r"imagine|let'?s say|do you (do|offer|allow) refunds?)\b",
+    re.IGNORECASE,
+)
+# Instructions aimed at the bot rather than a customer's ask: never a tool call.
+INJECTION = re.compile(
+    r"\b(ignore|disregard|forget|override) (all |any |the |your |my )?(previous |prior |above |"
+    r"earlier )?(instructions|rules|prompts?|policy|policies|guidelines)\b|"
+    r"^\W*(system|assistant|developer|tool)\s*:|\n\s*(system|assistant|developer|tool)\s*:|"
+    r"\b(new|updated) (rule|instruction|policy)\b|\byou are now\b|\bdeveloper mode\b|"
+    r"</?\s*(passages?|system|instructions?)\s*>|\bjailbreak\b",
     re.IGNORECASE,
 )
 SARCASM = re.compile(r"\b(yeah right|as if|lol|lmao|rofl|sure,? why not|/s)\b|/s\b", re.IGNORECASE)
@@ -163,10 +178,12 @@ def is_decline(text: str) -> bool:
 
 def refund_kind(text: str) -> str | None:
     """How `text` relates to a refund: request | question | negated | hypothetical | sarcasm |
-    third_party | None (no refund words in the customer's own words)."""
+    third_party | injection | None (no refund words in the customer's own words)."""
     own = _unquoted(text)
     if not REFUND.search(own):
         return None
+    if INJECTION.search(text):
+        return "injection"
     if THIRD_PARTY.search(own):
         return "third_party"
     if NEGATION.search(own):

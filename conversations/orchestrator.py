@@ -413,6 +413,13 @@ async def _run_action(conversation, message, reply, proposal, emit: Emit, starte
     text = card["text"]
     if action.is_write and not fresh and action.state != "awaiting_confirmation":
         text = "You already asked for this refund. " + text
+    if (
+        action.tool == "check_order"
+        and action.state == "succeeded"
+        and action_intents.refund_kind(message.text) == "question"
+        and not float((action.result or {}).get("refunded_amount") or 0)
+    ):
+        text += " There is no refund on this order so far."
     if proposal.follow_up == "ask_refund_amount" and action.state == "succeeded":
         text += (
             " If you'd like a refund, tell me the amount and I'll prepare it for you to confirm."
