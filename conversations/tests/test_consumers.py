@@ -4,6 +4,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from actions import services as action_services
 from conversations import services
 from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
@@ -238,4 +239,70 @@ async def test_agent_messages_reach_the_customer_live(tenant, help_center, agent
     event, _ = await receive_until(comm, "agent.message")
     assert event["message"]["text"] == "Hi, I'm Sam from Acme."
     assert event["message"]["author"] == "Sam"
+    await comm.disconnect()
+
+
+@pytest.fixture
+def shop(tenant, orders):
+    tenant.refund_auto_limit = 50
+    tenant.save()
+    action_services.provider_config_set(
+        tenant=tenant, base_url=orders.url, token=orders.token, timeout_seconds=3.0
+    )
+    return orders
+
+
+async def test_refund_card_over_the_socket_confirms_once_and_every_tab_sees_it(
+    tenant, shop, local_cache
+):
+    token = await database_sync_to_async(identity_token_make)(
+        tenant=tenant, external_id="cust-1001"
+    )
+    first, second = await connect(), await connect()
+    ready = await start(first, tenant.slug, identity_token=token)
+    await start(second, tenant.slug, identity_token=token, conversation_id=ready["conversation_id"])
+    await first.send_json_to(
+        {"type": "message.send", "client_message_id": "m1", "text": "refund $18 for A-1042"}
+    )
+    proposed, _ = await receive_until(first, "action.proposed")
+    card = proposed["action"]
+    assert (card["amount"], card["needs_confirmation"]) == ("18.00", True)
+    assert shop.refund_posts() == 0
+
+    await first.send_json_to({"type": "action.confirm", "action_id": card["id"], "version": 0})
+    stale, _ = await receive_until(first, "error")
+    assert stale["code"] == "stale_version"
+    assert stale["action_id"] == card["id"]
+
+    await first.send_json_to(
+        {"type": "action.confirm", "action_id": card["id"], "version": card["version"]}
+    )
+    while True:
+        updated, _ = await receive_until(second, "action.updated")
+        if updated["action"]["state"] == "succeeded":
+            break
+    assert "submitted and confirmed" in updated["action"]["text"]
+    assert shop.refund_posts() == 1
+
+    await second.send_json_to(
+        {"type": "action.cancel", "action_id": card["id"], "version": updated["action"]["version"]}
+    )
+    refused, _ = await receive_until(second, "error")
+    assert refused["code"] == "invalid_state"
+    assert shop.refund_posts() == 1
+    again = await start(second, tenant.slug, identity_token=token)
+    assert [a["state"] for a in again["actions"]] == ["succeeded"]
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_action_events_validate_their_fields(tenant, local_cache):
+    comm = await connect()
+    await start(comm, tenant.slug)
+    await comm.send_json_to({"type": "action.confirm", "action_id": "7", "version": 1})
+    bad, _ = await receive_until(comm, "error")
+    assert bad["field"] == "action_id"
+    await comm.send_json_to({"type": "action.confirm", "action_id": 999999, "version": 1})
+    missing, _ = await receive_until(comm, "error")
+    assert missing["code"] == "not_found"
     await comm.disconnect()
