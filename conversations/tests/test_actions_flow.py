@@ -4,6 +4,7 @@ A refund is never executed from a customer message: the bot shows a proposal car
 the customer's confirmation of that exact card (id + version) runs it.
 """
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from conversations import orchestrator, services
 from conversations.models import Message
 from conversations.tests.helpcenter import index_document
 from handoffs.models import Handoff
+from inference import gateway
 from supportbot.errors import Conflict
 
 
@@ -331,3 +333,26 @@ def test_provider_down_during_confirmation_defers_and_the_sweeper_executes_once(
     action_services.actions_sweep()
     assert ActionRequest.objects.get(pk=card["id"]).state == "succeeded"
     assert shop.refund_posts() == 1
+
+
+def test_model_proposal_with_digits_from_the_order_id_is_discarded(shop, tenant, monkeypatch):
+    """An obedient model reads "refund A-1042" as $1,042: the amount is not one of the
+    customer's own amounts, so the deterministic reading (show the order, ask) stands."""
+
+    async def fake_complete(**kwargs):
+        return gateway.ChatResult(
+            text='{"tool": "request_refund", "order_id": "A-1042", "amount": 1042, '
+            '"reason": "customer asked"}',
+            **dict.fromkeys(_result_fields()),
+        )
+
+    monkeypatch.setattr(gateway, "gateway_available", lambda: True)
+    monkeypatch.setattr(gateway, "complete", fake_complete)
+    outcome = say(chat_as(tenant, "cust-1001"), "refund A-1042", "m1")
+    assert outcome.action["tool"] == "check_order"
+    assert "tell me the amount" in outcome.reply.text
+    assert not ActionRequest.objects.filter(tool="request_refund").exists()
+
+
+def _result_fields():
+    return [f.name for f in dataclasses.fields(gateway.ChatResult) if f.name != "text"]
