@@ -118,6 +118,7 @@ async def test_console_socket_refuses_a_foreign_origin_at_the_handshake(agent):
     comm.scope["user"] = agent
     connected, _ = await comm.connect()
     assert not connected
+    await comm.wait(timeout=5)  # let the refused application finish inside this test's loop
 
 
 async def test_unknown_tenant_is_an_error_event(db):
