@@ -440,10 +440,14 @@ async def test_cancelled_consumer_task_is_metered(pool, one_worker, replay, tena
 
 async def test_caller_timeout_is_metered_as_cancelled(pool, one_worker, replay, tenant_id):
     replay.behaviour.chunk_delay_s = 0.2
-    with pytest.raises(TimeoutError):
+
+    async def consume_with_deadline():
         async with asyncio.timeout(0.5):
             async for _ in stream_chat(tenant_id=tenant_id, messages=MESSAGES):
                 pass
+
+    with pytest.raises(TimeoutError):
+        await consume_with_deadline()
     await pool.flush()
     rows = await sync_to_async(usage_rows)()
     assert [r["outcome"] for r in rows] == ["cancelled"]

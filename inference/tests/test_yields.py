@@ -149,14 +149,16 @@ def test_answer_path_counts_by_path_and_reason_and_rejects_unknown_paths():
     b = book()
 
     def count(path, reason):
-        return REGISTRY.get_sample_value(
-            "supportbot_answers_total", {"path": path, "reason": reason}
-        ) or 0.0
+        return (
+            REGISTRY.get_sample_value("supportbot_answers_total", {"path": path, "reason": reason})
+            or 0.0
+        )
 
     def waits(path):
-        return REGISTRY.get_sample_value(
-            "supportbot_answer_model_wait_seconds_count", {"path": path}
-        ) or 0.0
+        return (
+            REGISTRY.get_sample_value("supportbot_answer_model_wait_seconds_count", {"path": path})
+            or 0.0
+        )
 
     before, before_wait = count("skipped", "low_yield"), waits("skipped")
     b.answer_path(path="skipped", reason="low_yield", waited_ms=0.0, model="m")
