@@ -95,6 +95,32 @@ async def test_streamed_chat_completion_records_usage(vllm_engine, engine_pool, 
     )
 
 
+async def test_cancel_after_the_first_delta_is_metered_with_engine_counts_and_billed(
+    vllm_engine, engine_pool, tenant_id
+):
+    await sync_to_async(register)(vllm_engine)
+    await engine_pool.ensure_running()
+    stream = stream_chat(tenant_id=tenant_id, messages=[SYSTEM, LONG_ASK], max_tokens=200)
+    async for item in stream:
+        assert isinstance(item, ChatDelta)
+        break
+    await stream.aclose()
+    await engine_pool.flush()
+    row = await sync_to_async(InferenceUsage.objects.get)()
+    assert row.outcome == "cancelled"
+    assert row.completion_tokens >= 1
+    assert row.prompt_tokens > 20
+    assert row.estimated is False, "vLLM reported running usage (continuous_usage_stats)"
+    limiter = engine_pool.limiter
+    raw = await limiter.redis.hget(f"{engine_pool.redis_prefix}:tb:{tenant_id}", "tokens")
+    charged = limiter.burst - float(raw)
+    used = row.prompt_tokens + row.completion_tokens
+    # The bucket refills at tokens_per_minute / 60 per second (1000/s by default): the charge
+    # is the tokens used, never the 200-token max_tokens estimate, minus what refilled since.
+    assert charged <= used + 0.5
+    assert await limiter.in_flight(tenant_id=tenant_id) == 0
+
+
 async def test_pool_scrapes_real_engine_metrics(vllm_engine, engine_pool, tenant_id):
     await sync_to_async(register)(vllm_engine)
     await engine_pool.ensure_running()
