@@ -12,17 +12,23 @@ from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from inference import selectors
+from inference import selectors, yields
 from inference.config import get_config
-from inference.telemetry import worker_registry_collector
+from inference.telemetry import worker_registry_collector, yield_collector
+
+
+def _snapshot() -> dict:
+    """The ops snapshot (registry, usage) plus the shared yield figures per model."""
+    snapshot = selectors.ops_snapshot(stale_after_s=get_config().stale_after_s)
+    snapshot["yields"] = yields.get_book().shared_snapshot()
+    return snapshot
 
 
 @require_GET
 @staff_member_required
 def ops_page(request: HttpRequest) -> HttpResponse:
     """Server-rendered first view; `static/inference/ops.js` refreshes it from `ops_data`."""
-    snapshot = selectors.ops_snapshot(stale_after_s=get_config().stale_after_s)
-    return render(request, "inference/ops.html", {"snapshot": snapshot})
+    return render(request, "inference/ops.html", {"snapshot": _snapshot()})
 
 
 @require_GET
@@ -33,7 +39,7 @@ def ops_data(request: HttpRequest) -> JsonResponse:
         return JsonResponse(
             {"error": {"code": "permission_denied", "detail": "Staff only."}}, status=403
         )
-    return JsonResponse(selectors.ops_snapshot(stale_after_s=get_config().stale_after_s))
+    return JsonResponse(_snapshot())
 
 
 def _metrics_allowed(request: HttpRequest) -> bool:
@@ -51,7 +57,8 @@ def _metrics_allowed(request: HttpRequest) -> bool:
 
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Gateway counters/histograms of this process plus the pool's worker gauges."""
+    """Gateway counters/histograms of this process, the pool's worker gauges and the shared
+    yield gauges per model."""
     if not _metrics_allowed(request):
         detail = (
             "Send Authorization: Bearer <METRICS_TOKEN>."
@@ -63,7 +70,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
         )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    body = generate_latest(REGISTRY) + generate_latest(
-        worker_registry_collector(selectors.worker_list())
+    body = (
+        generate_latest(REGISTRY)
+        + generate_latest(worker_registry_collector(selectors.worker_list()))
+        + generate_latest(yield_collector(yields.get_book().shared_snapshot()))
     )
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -344,6 +344,17 @@ INFERENCE = {
     # `/metrics` wants `Authorization: Bearer <METRICS_TOKEN>` (METRICS_BEARER_TOKEN: old name).
     "METRICS_BEARER_TOKEN": env.str("METRICS_TOKEN", default="")
     or env.str("METRICS_BEARER_TOKEN", default=""),
+    "CONTINUOUS_USAGE": env.bool("INFERENCE_CONTINUOUS_USAGE", default=True),
+    # Verified-sentence yield: skip generation for a model whose answers keep nothing.
+    "YIELD_POLICY": env.bool("INFERENCE_YIELD_POLICY", default=True),
+    "YIELD_WINDOW": env.int("INFERENCE_YIELD_WINDOW", default=50),
+    "YIELD_MIN_SAMPLES": env.int("INFERENCE_YIELD_MIN_SAMPLES", default=10),
+    "YIELD_THRESHOLD": env.float("INFERENCE_YIELD_THRESHOLD", default=0.05),
+    "YIELD_RECOVERY_SAMPLES": env.int("INFERENCE_YIELD_RECOVERY_SAMPLES", default=3),
+    "YIELD_PROBE_FRACTION": env.float("INFERENCE_YIELD_PROBE_FRACTION", default=0.1),
+    "YIELD_PROBE_INTERVAL_S": env.float("INFERENCE_YIELD_PROBE_INTERVAL_S", default=30.0),
+    "YIELD_MAX_AGE_S": env.float("INFERENCE_YIELD_MAX_AGE_S", default=3600.0),
+    "YIELD_FLUSH_INTERVAL_S": env.float("INFERENCE_YIELD_FLUSH_INTERVAL_S", default=2.0),
 }
 
 # --------------------------------------------------------------------------- actions
