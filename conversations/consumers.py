@@ -1,7 +1,15 @@
 """Customer chat over WebSocket (`/ws/chat/`). Protocol: docs/chat-protocol.md.
 
-The consumer parses, authorizes and hands work to services/the orchestrator. Answers run in a
-task of their own, so a customer who disconnects mid-answer still gets it saved and sees it
+The consumer parses, authorizes and hands work to services and the orchestrator; it holds no
+ORM code. Conversation events (the answer stream, other tabs' messages, agents, actions)
+reach it only through the conversation's channel-layer group (`conversations.events`), so
+every tab and every agent watching sees the same stream, each event once; direct sends are
+replies to this connection alone (`session.ready`, `message.accepted`, `error`, …).
+
+Each inbound event and each answer runs in its own `ThreadSensitiveContext`: their database
+and CPU work gets a thread of its own instead of the process's one shared thread, so a slow
+order system or a long search in one chat never stalls another chat's handshake. Answers run
+in a task of their own: a customer who disconnects mid-answer still gets it saved and sees it
 on reconnect (`session.start` with `last_message_id` replays what was missed).
 """
 
@@ -12,132 +20,16 @@ import json
 import logging
 from typing import Any
 
+from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.core.cache import cache
 
-from actions import selectors as action_selectors
-from conversations import orchestrator, selectors, services
-from conversations.identity import (
-    identity_token_verify,
-    visitor_token_make,
-    visitor_token_verify,
-)
-from conversations.models import Conversation, Message
-from handoffs import selectors as handoff_selectors
+from conversations import chat_sessions, events, orchestrator, selectors, services
+from conversations.models import Message
 from handoffs import services as handoff_services
-from supportbot import selectors as tenancy
 from supportbot.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
-
-RATE_LIMIT_PER_MINUTE = 20
-HISTORY_LIMIT = 200
-
-
-class OriginNotAllowed(ApplicationError):
-    status = 403
-    code = "origin_not_allowed"
-
-
-def _start_session(payload: dict[str, Any], *, origin: str | None) -> dict[str, Any]:
-    """Resolve tenant, customer and conversation for a `session.start` event.
-
-    The page's Origin must be one of the tenant's allowed origins or this product's own host,
-    so another site cannot drive a customer's chat from the customer's browser.
-    """
-    slug = payload.get("tenant")
-    if not isinstance(slug, str) or not slug:
-        raise ApplicationError("tenant is required.", field="tenant")
-    tenant = tenancy.tenant_get(slug=slug)
-    if not tenancy.tenant_origin_allowed(tenant=tenant, origin=origin):
-        raise OriginNotAllowed(
-            f"Origin {origin or '(none)'} may not open a chat of {tenant.slug}: "
-            "add it to the tenant's allowed origins."
-        )
-    identity = payload.get("identity_token")
-    if identity:
-        verified = identity_token_verify(tenant=tenant, token=identity)
-        customer = services.customer_get_or_create_verified(
-            tenant=tenant, external_id=verified.external_id
-        )
-        visitor_token = None
-    else:
-        token = payload.get("visitor_token")
-        visitor_id = visitor_token_verify(tenant=tenant, token=token) if token else None
-        visitor_id, visitor_token = visitor_token_make(tenant=tenant, visitor_id=visitor_id)
-        customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id=visitor_id)
-
-    conversation = None
-    wanted = payload.get("conversation_id")
-    if isinstance(wanted, int):
-        conversation = Conversation.objects.filter(
-            tenant=tenant, customer=customer, pk=wanted, state=Conversation.State.OPEN
-        ).first()
-    if conversation is None:
-        conversation = selectors.conversation_latest_open(tenant=tenant, customer=customer)
-    if conversation is None:
-        channel = payload.get("channel") if payload.get("channel") in ("web", "widget") else "web"
-        conversation = services.conversation_start(
-            tenant=tenant, customer=customer, channel=channel
-        )
-    after = payload.get("last_message_id")
-    after = after if isinstance(after, int) and after > 0 else None
-    history = list(
-        selectors.message_list(
-            tenant=tenant, conversation_id=conversation.pk, after_id=after
-        ).exclude(state=Message.State.STREAMING)[:HISTORY_LIMIT]
-    )
-    feedback = dict(
-        Message.objects.filter(
-            conversation=conversation, role=Message.Role.BOT, feedback__isnull=False
-        ).values_list("pk", "feedback__rating")
-    )
-    handoff = handoff_selectors.handoff_open_for(conversation_id=conversation.pk)
-    handoff_info = None
-    if handoff is not None:
-        position = handoff_selectors.handoff_queue_position(handoff=handoff)
-        handoff_info = {
-            "handoff_id": handoff.pk,
-            "state": handoff.state,
-            "position": position.position,
-            "estimated_wait_minutes": position.estimated_wait_minutes,
-            "agents_online": position.agents_online,
-            "ask_for_email": position.ask_for_email and not handoff.customer_email,
-        }
-    return {
-        "tenant": tenant,
-        "customer": customer,
-        "conversation": conversation,
-        "ready": {
-            "actions": action_selectors.action_cards_for_conversation(
-                conversation_id=conversation.pk
-            ),
-            "type": "session.ready",
-            "tenant": {"slug": tenant.slug, "name": tenant.name},
-            "conversation_id": conversation.pk,
-            "visitor_token": visitor_token,
-            "customer": {"verified": customer.verified, "name": customer.name},
-            "owner": conversation.owner,
-            "handoff": handoff_info,
-            "history": [
-                {**services.message_as_event(m), "feedback": feedback.get(m.pk)} for m in history
-            ],
-        },
-    }
-
-
-def _rate_limited(customer_id: int) -> bool:
-    key = f"rl:chat:{customer_id}"
-    added = cache.add(key, 1, timeout=60)
-    if added:
-        return False
-    try:
-        count = cache.incr(key)
-    except ValueError:
-        cache.set(key, 1, timeout=60)
-        return False
-    return count > RATE_LIMIT_PER_MINUTE
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -184,7 +76,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_error("no_session", "Send session.start first.")
             return
         try:
-            await handler(event)
+            async with ThreadSensitiveContext():  # this event's sync work: a thread of its own
+                await handler(event)
         except ApplicationError as exc:
             extra = {k: exc.extra[k] for k in ("state", "current_version") if k in exc.extra}
             await self.send_error(
@@ -204,8 +97,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def on_session_start(self, event: dict) -> None:
         try:
-            session = await database_sync_to_async(_start_session)(event, origin=self._origin())
-        except OriginNotAllowed as exc:
+            session = await database_sync_to_async(chat_sessions.chat_session_start)(
+                event, origin=self._origin()
+            )
+        except chat_sessions.OriginNotAllowed as exc:
             await self.send_error(exc.code, exc.detail)
             await self.close(code=4403)
             return
@@ -214,7 +109,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.tenant = session["tenant"]
         self.customer = session["customer"]
         self.conversation = session["conversation"]
-        self.group = services.conversation_group(self.conversation.pk)
+        self.group = events.conversation_group(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json(session["ready"])
 
@@ -231,7 +126,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise ApplicationError("client_message_id is required.", field="client_message_id")
         if not isinstance(text, str) or not text.strip():
             raise ApplicationError("text must be a non-empty string.", field="text")
-        if await database_sync_to_async(_rate_limited)(self.customer.pk):
+        if await database_sync_to_async(chat_sessions.chat_rate_limited)(self.customer.pk):
             raise ApplicationError(
                 "Too many messages; wait a minute.", code="rate_limited", field="text"
             )
@@ -241,12 +136,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _answer(self, client_message_id: str, text: str) -> None:
         try:
-            await orchestrator.handle_customer_message(
-                conversation=self.conversation,
-                client_message_id=client_message_id,
-                text=text,
-                emit=self.emit,
-            )
+            async with ThreadSensitiveContext():  # one turn: its own thread for sync work
+                await orchestrator.handle_customer_message(
+                    conversation=self.conversation,
+                    client_message_id=client_message_id,
+                    text=text,
+                    emit=self.emit,
+                    origin=self.channel_name,
+                    subscribed=True,
+                )
         except ApplicationError as exc:
             await self.send_error(
                 exc.code, exc.detail, field=exc.field, client_message_id=client_message_id
@@ -280,7 +178,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def on_handoff_request(self, event: dict) -> None:
         detail = event.get("detail") if isinstance(event.get("detail"), str) else ""
         await orchestrator.request_handoff(
-            conversation=self.conversation, detail=detail[:300] or "handoff button", emit=self.emit
+            conversation=self.conversation,
+            detail=detail[:300] or "handoff button",
+            emit=self.emit,
+            subscribed=True,
         )
 
     async def on_action_answer(self, event: dict) -> None:
@@ -297,6 +198,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             confirm=event["type"] == "action.confirm",
             via="button",
             emit=self.emit,
+            subscribed=True,
         )
 
     async def on_handoff_contact(self, event: dict) -> None:
@@ -326,16 +228,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # ------------------------------------------------------------------ group events
 
-    async def conversation_message(self, event: dict) -> None:
-        message = event["message"]
-        kind = "agent.message" if message["role"] == Message.Role.AGENT else "message.created"
-        await self.emit({"type": kind, "message": message})
+    async def conversation_event(self, group_message: dict) -> None:
+        """An event of this conversation, from whichever process or connection caused it.
 
-    async def conversation_owner(self, event: dict) -> None:
-        await self.emit({"type": "conversation.owner", "owner": event["owner"]})
-
-    async def conversation_activity(self, event: dict) -> None:  # tenant-wide; not joined here
-        return None
-
-    async def conversation_action(self, event: dict) -> None:
-        await self.emit({"type": "action.updated", "action": event["action"]})
+        The connection that sent a customer message already has it (`message.accepted`), so
+        the echo is skipped; agent messages keep their protocol name `agent.message`.
+        """
+        event = group_message["event"]
+        if event["type"] == "message.created":
+            if group_message.get("origin") == self.channel_name:
+                return
+            if event["message"]["role"] == Message.Role.AGENT:
+                event = {**event, "type": "agent.message"}
+        await self.emit(event)

@@ -16,11 +16,11 @@ from asgiref.sync import sync_to_async
 
 from conversations import orchestrator, services
 from conversations.models import Conversation, Message
-from conversations.verification import quote_is_verbatim, verify_answer
 from inference import gateway
 from inference.pool import get_pool
 from knowledge import selectors as knowledge
 from supportbot.models import Tenant
+from verification import quote_is_verbatim, verify_answer
 
 ANSWER_KINDS = (Message.Kind.ANSWER, Message.Kind.EXTRACTIVE)
 DECLINE_KINDS = (Message.Kind.REFUSAL, Message.Kind.CLARIFY, Message.Kind.HANDOFF)

@@ -70,3 +70,66 @@ def recent_messages(*, conversation: Conversation, limit: int = 8) -> list[Messa
 def customer_of(*, conversation: Conversation) -> Customer:
     """The conversation's customer, read fresh (safe to call from a sync executor)."""
     return Customer.objects.get(pk=conversation.customer_id, tenant_id=conversation.tenant_id)
+
+
+def conversation_open_of(
+    *, tenant: Tenant, customer: Customer, conversation_id: int
+) -> Conversation | None:
+    """The customer's open conversation with this id (None for anyone else's, or closed)."""
+    return Conversation.objects.filter(
+        tenant=tenant, customer=customer, pk=conversation_id, state=Conversation.State.OPEN
+    ).first()
+
+
+def feedback_ratings(*, conversation: Conversation) -> dict[int, str]:
+    """{bot message id: rating} of the conversation's rated answers."""
+    return dict(
+        Message.objects.filter(
+            conversation=conversation, role=Message.Role.BOT, feedback__isnull=False
+        ).values_list("pk", "feedback__rating")
+    )
+
+
+def conversation_for_turn(*, conversation_id: int) -> Conversation:
+    """The conversation with its tenant and customer loaded (one query for a turn)."""
+    return Conversation.objects.select_related("tenant", "customer").get(pk=conversation_id)
+
+
+def previous_customer_text(*, conversation: Conversation, before_id: int) -> str | None:
+    """The customer's message before `before_id` in this conversation (a follow-up's context)."""
+    return (
+        Message.objects.filter(
+            conversation=conversation, role=Message.Role.CUSTOMER, pk__lt=before_id
+        )
+        .order_by("-pk")
+        .values_list("text", flat=True)
+        .first()
+    )
+
+
+def customer_messages_unanswered(*, older_than, limit: int = 50) -> list[Message]:
+    """Acknowledged customer messages whose reply is missing or stuck `streaming` since before
+    `older_than`, with the bot still owning the conversation (the reply sweeper's work list)."""
+    pending_states = (
+        Message.State.RECEIVED,
+        Message.State.SEARCHING,
+        Message.State.ANSWERING,
+        Message.State.CALLING_TOOL,
+    )
+    rows = (
+        Message.objects.filter(
+            role=Message.Role.CUSTOMER,
+            state__in=pending_states,
+            updated_at__lt=older_than,
+            conversation__owner=Conversation.Owner.BOT,
+            conversation__state=Conversation.State.OPEN,
+        )
+        .exclude(replies__role=Message.Role.BOT, replies__state=Message.State.DELIVERED)
+        .exclude(
+            replies__role=Message.Role.BOT,
+            replies__state=Message.State.STREAMING,
+            replies__updated_at__gte=older_than,
+        )
+        .order_by("id")
+    )
+    return list(rows[:limit])

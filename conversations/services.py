@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from conversations import events
 from conversations.models import Conversation, Customer, Feedback, Message
 from supportbot.errors import ApplicationError, Conflict, NotFound
 from supportbot.models import Tenant
@@ -20,14 +19,6 @@ from supportbot.models import Tenant
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
-
-
-def conversation_group(conversation_id: int) -> str:
-    return f"conv_{conversation_id}"
-
-
-def tenant_group(tenant_id: int) -> str:
-    return f"tenant_{tenant_id}"
 
 
 def message_as_event(message: Message) -> dict[str, Any]:
@@ -48,34 +39,13 @@ def message_as_event(message: Message) -> dict[str, Any]:
     }
 
 
-def broadcast_on_commit(group: str, event: dict[str, Any]) -> None:
-    """Send `event` to a channel-layer group once the current transaction commits."""
-
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        try:
-            async_to_sync(layer.group_send)(group, event)
-        except Exception:  # a lost notification must not undo a committed write
-            logger.exception("group_send to %s failed", group)
-
-    transaction.on_commit(send)
-
-
-def _announce(message: Message) -> None:
-    broadcast_on_commit(
-        conversation_group(message.conversation_id),
-        {"type": "conversation.message", "message": message_as_event(message)},
-    )
-    broadcast_on_commit(
-        tenant_group(message.tenant_id),
-        {
-            "type": "conversation.activity",
-            "conversation_id": message.conversation_id,
-            "message_id": message.pk,
-            "role": message.role,
-        },
+def _announce(message: Message, *, origin: str | None = None) -> None:
+    """Publish a new message to the conversation's connections on commit (bot answers are
+    published by the orchestrator as `answer.completed` instead)."""
+    if message.role == Message.Role.BOT:
+        return
+    events.publish_on_commit(
+        message.conversation_id, events.message_created(message_as_event(message)), origin=origin
     )
 
 
@@ -140,21 +110,36 @@ def conversation_set_owner(*, conversation_id: int, owner: str) -> Conversation:
         conversation.version = F("version") + 1
         conversation.save(update_fields=["owner", "version", "updated_at"])
         conversation.refresh_from_db()
-        broadcast_on_commit(
-            conversation_group(conversation.pk),
-            {"type": "conversation.owner", "owner": owner, "version": conversation.version},
+        events.publish_on_commit(
+            conversation.pk, events.owner_changed(owner=owner, version=conversation.version)
         )
     return conversation
 
 
-def conversation_set_weak_streak(*, conversation_id: int, streak: int) -> None:
-    Conversation.objects.filter(pk=conversation_id).update(weak_evidence_streak=streak)
+def conversation_weak_streak_bump(*, conversation_id: int) -> int:
+    """Count one more weak-evidence turn (atomically, in the database); return the count."""
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(
+            weak_evidence_streak=F("weak_evidence_streak") + 1
+        )
+        return Conversation.objects.values_list("weak_evidence_streak", flat=True).get(
+            pk=conversation_id
+        )
+
+
+def conversation_weak_streak_reset(*, conversation_id: int) -> None:
+    Conversation.objects.filter(pk=conversation_id, weak_evidence_streak__gt=0).update(
+        weak_evidence_streak=0
+    )
 
 
 def conversation_count_model_failure(*, conversation_id: int) -> int:
     """Count one more model failure in the conversation; return the new count."""
-    Conversation.objects.filter(pk=conversation_id).update(model_failures=F("model_failures") + 1)
-    return Conversation.objects.values_list("model_failures", flat=True).get(pk=conversation_id)
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(
+            model_failures=F("model_failures") + 1
+        )
+        return Conversation.objects.values_list("model_failures", flat=True).get(pk=conversation_id)
 
 
 def conversation_set_summary(
@@ -181,7 +166,7 @@ def _clean_text(text: Any, field: str = "text") -> str:
 
 
 def message_receive(
-    *, conversation: Conversation, client_message_id: str, text: str
+    *, conversation: Conversation, client_message_id: str, text: str, origin: str | None = None
 ) -> tuple[Message, bool]:
     """Save a customer message; a repeated `client_message_id` returns the saved one (False)."""
     if not isinstance(client_message_id, str) or not (0 < len(client_message_id) <= 100):
@@ -209,7 +194,7 @@ def message_receive(
                 state=Message.State.RECEIVED,
             )
             Conversation.objects.filter(pk=conversation.pk).update(last_message_at=timezone.now())
-            _announce(message)
+            _announce(message, origin=origin)
     except IntegrityError:  # the same id raced in from another connection
         return Message.objects.get(
             conversation=conversation, client_message_id=client_message_id
@@ -236,6 +221,33 @@ def reply_reserve(*, customer_message: Message) -> Message | None:
             )
     except IntegrityError:
         return None
+
+
+def reply_reserve_or_take_over(*, customer_message: Message, stale_after) -> Message | None:
+    """Reserve the reply row, or take over one a dead worker left unfinished.
+
+    The takeover is a conditional UPDATE on the row's (state, updated_at) as read: when two
+    workers race for the same stale reply, the database lets exactly one of them win.
+    Return None when another worker holds a fresh reservation.
+    """
+    reply = reply_reserve(customer_message=customer_message)
+    if reply is not None:
+        return reply
+    existing = Message.objects.filter(reply_to=customer_message, role=Message.Role.BOT).first()
+    now = timezone.now()
+    if (
+        existing is None
+        or existing.state == Message.State.DELIVERED
+        or now - existing.updated_at <= stale_after
+    ):
+        return None
+    taken = Message.objects.filter(
+        pk=existing.pk, state=existing.state, updated_at=existing.updated_at
+    ).update(updated_at=now, meta={**existing.meta, "taken_over_at": now.isoformat()})
+    if not taken:
+        return None  # another worker took it over first
+    existing.refresh_from_db()
+    return existing
 
 
 @transaction.atomic

@@ -1,8 +1,44 @@
 """Background jobs of conversations (django-q2). Each takes ids and is safe to run twice."""
 
-from conversations import services
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from conversations import orchestrator, selectors, services
+
+logger = logging.getLogger(__name__)
+
+# An acknowledged message without a delivered answer this long after its last change is
+# answered by the sweeper (its worker died mid-answer, or the process was restarted).
+UNANSWERED_AFTER = timedelta(seconds=30)
 
 
 def conversation_summarize_task(conversation_id: int) -> int:
     """Rebuild the stored summary of older messages; return its length."""
     return len(services.conversation_summary_rebuild(conversation_id=conversation_id))
+
+
+def unanswered_messages_sweep_task(limit: int = 50) -> list[int]:
+    """Answer acknowledged customer messages whose reply is missing or stuck `streaming`.
+
+    Still exactly one answer: the reply row is reserved (or a stale one taken over by a
+    conditional update), so a sweeper racing a live worker or another sweeper answers once.
+    Return the ids of the messages it answered.
+    """
+    answered = []
+    stale_before = timezone.now() - UNANSWERED_AFTER
+    for message in selectors.customer_messages_unanswered(older_than=stale_before, limit=limit):
+        try:
+            outcome = async_to_sync(orchestrator.respond)(
+                conversation_id=message.conversation_id, message=message
+            )
+        except Exception:  # one bad message must not stop the sweep
+            logger.exception("re-driving message %s failed", message.pk)
+            continue
+        if outcome.reply is not None:
+            answered.append(message.pk)
+    return answered

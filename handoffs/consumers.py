@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from conversations.services import conversation_group
+from conversations.events import console_queue_group, conversation_group
 from handoffs import presence
 from handoffs.models import Handoff
 from supportbot.models import Membership, Tenant
@@ -41,7 +41,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         if self.tenant is None:
             await self.close(code=4403)
             return
-        self.queue_group = f"handoffs_{self.tenant.pk}"
+        self.queue_group = console_queue_group(self.tenant.pk)
         self.viewing: tuple[int, int] | None = None  # (handoff id, conversation id)
         await self.channel_layer.group_add(self.queue_group, self.channel_name)
         await self.accept()
@@ -158,15 +158,19 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             )
         )
 
-    async def conversation_message(self, event: dict) -> None:
-        await self.send(
-            text_data=json.dumps({"type": "conversation.message", "message": event["message"]})
-        )
-
-    async def conversation_owner(self, event: dict) -> None:
-        await self.send(
-            text_data=json.dumps({"type": "conversation.owner", "owner": event["owner"]})
-        )
-
-    async def conversation_activity(self, event: dict) -> None:
-        return None
+    async def conversation_event(self, group_message: dict) -> None:
+        """The watched conversation's events (the customer's stream, live): saved messages as
+        `conversation.message`, the answer as it streams (`answer.*`), owner and actions."""
+        event = group_message["event"]
+        kind = event["type"]
+        if kind in ("message.created", "answer.completed"):
+            out = {"type": "conversation.message", "message": event["message"]}
+        elif kind in ("answer.started", "answer.delta", "answer.revised"):
+            out = event
+        elif kind == "conversation.owner":
+            out = {"type": "conversation.owner", "owner": event["owner"]}
+        elif kind in ("action.proposed", "action.updated", "handoff.started"):
+            out = event
+        else:
+            return
+        await self.send(text_data=json.dumps(out))

@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from conversations import events
 from conversations import services as conversation_services
 from conversations.models import Conversation, Message
 from handoffs import presence
@@ -27,8 +28,8 @@ from supportbot.services import Actor, audit_event_record
 
 
 def _queue_event(handoff: Handoff, event: str) -> None:
-    conversation_services.broadcast_on_commit(
-        f"handoffs_{handoff.tenant_id}",
+    events.notify_group_on_commit(
+        events.console_queue_group(handoff.tenant_id),
         {"type": "handoff.changed", "event": event, "handoff_id": handoff.pk},
     )
 
@@ -152,9 +153,7 @@ def handoff_close(
     conversation_services.conversation_set_owner(
         conversation_id=handoff.conversation_id, owner=Conversation.Owner.BOT
     )
-    conversation_services.conversation_set_weak_streak(
-        conversation_id=handoff.conversation_id, streak=0
-    )
+    conversation_services.conversation_weak_streak_reset(conversation_id=handoff.conversation_id)
     audit_event_record(
         tenant=handoff.tenant,
         actor=Actor.for_user(agent),
@@ -306,8 +305,8 @@ def note_add(*, tenant_id: int, conversation_id: int, agent, text: str) -> Inter
     note = InternalNote.objects.create(
         tenant_id=tenant_id, conversation=conversation, author=agent, text=text[:4000]
     )
-    conversation_services.broadcast_on_commit(
-        f"handoffs_{tenant_id}",
+    events.notify_group_on_commit(
+        events.console_queue_group(tenant_id),
         {"type": "handoff.changed", "event": "note", "conversation_id": conversation.pk},
     )
     return note

@@ -12,9 +12,9 @@ import logging
 from asgiref.sync import async_to_sync
 
 from conversations.models import Message
-from conversations.verification import PassageVerifier, split_sentences, strip_citations
 from handoffs.models import Handoff
 from inference import gateway
+from verification import PassageVerifier, split_sentences, strip_citations
 
 logger = logging.getLogger(__name__)
 

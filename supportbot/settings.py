@@ -223,6 +223,9 @@ API_KEY_LAST_USED_RESOLUTION_SECONDS = env.int("API_KEY_LAST_USED_RESOLUTION_SEC
 
 # --------------------------------------------------------------------------- conversations
 ANSWER_CACHE_ENABLED = env.bool("ANSWER_CACHE_ENABLED", default=True)
+# A generated answer must show its first verified sentence this soon after the message
+# (search included), else the customer gets the extractive answer at once.
+ANSWER_FIRST_WORDS_BUDGET_S = env.float("ANSWER_FIRST_WORDS_BUDGET_S", default=0.8)
 
 # --------------------------------------------------------------------------- handoffs
 HANDOFF_ESCALATE_AFTER_SECONDS = env.int("HANDOFF_ESCALATE_AFTER_SECONDS", default=300)

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from actions import selectors
 from actions.models import SETTLED_STATES, ActionRequest
-from conversations import services as conversation_services
+from conversations import events
 from supportbot.errors import NotFound
 from supportbot.services import Actor, audit_event_record
 
@@ -51,9 +51,8 @@ def audit(action: ActionRequest, event: str, actor: Actor, **data: Any) -> None:
 
 def announce(action: ActionRequest) -> None:
     """Tell every connection of the conversation (customer tabs, agents) the action's state."""
-    conversation_services.broadcast_on_commit(
-        conversation_services.conversation_group(action.conversation_id),
-        {"type": "conversation.action", "action": selectors.action_card(action)},
+    events.publish_on_commit(
+        action.conversation_id, events.action_updated(selectors.action_card(action))
     )
 
 

@@ -173,7 +173,7 @@ async def test_reconnect_resumes_with_missed_messages_only(tenant, help_center, 
     # The second answer finishes even though its socket closed; wait for it if needed.
     texts = [m["text"] for m in resumed["history"]]
     if not any("business days" in t for t in texts if t):
-        event, _ = await receive_until(comm, "message.created")
+        event, _ = await receive_until(comm, "answer.completed")  # through the group
         texts.append(event["message"]["text"])
     assert any("5-10 business days" in t for t in texts)
     await comm.disconnect()

@@ -99,7 +99,10 @@ async def test_generated_answer_reaches_the_customer_only_as_verified_cited_sent
     )
 
 
-async def test_worker_killed_mid_answer_still_answers_and_loses_nothing(engine_pool, shop):
+async def test_worker_killed_mid_answer_still_answers_and_loses_nothing(
+    engine_pool, shop, settings
+):
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0  # keep generating until the kill lands
     tenant, customer = shop
     engine = await sync_to_async(engine_start)("conv-kill")
     try:

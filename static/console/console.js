@@ -228,9 +228,23 @@
         if (ev.handoff_id === current && ev.event !== "viewers") loadDetail();
       } else if (ev.type === "conversation.message") {
         const box = document.getElementById("transcript");
+        const live = box && box.querySelector(`[data-live-id="${ev.message.id}"]`);
+        if (live) live.remove();  // the streamed answer is replaced by the saved message
         if (box && !box.querySelector(`[data-id="${ev.message.id}"]`) && ev.message.state !== "streaming") {
           box.append(renderMessage(ev.message));
         }
+      } else if (ev.type === "answer.delta" || ev.type === "answer.revised") {
+        // The bot's answer as the customer sees it, while it streams.
+        const box = document.getElementById("transcript");
+        if (!box || box.querySelector(`[data-id="${ev.message_id}"]`)) return;
+        let live = box.querySelector(`[data-live-id="${ev.message_id}"]`);
+        if (!live) {
+          live = document.createElement("p");
+          live.className = "msg bot streaming";
+          live.dataset.liveId = ev.message_id;
+          box.append(live);
+        }
+        live.textContent = ev.type === "answer.revised" ? ev.text : live.textContent + ev.text;
       } else if (ev.type === "conversation.owner") {
         loadDetail();
       }

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conversations.verification import (
+from verification import (
     RelevanceGate,
     best_sentences,
     split_sentences,

@@ -1,0 +1,198 @@
+"""Generation released one verified sentence at a time, within a first-words budget.
+
+Every model sentence is checked against the retrieved passages (`verification`) and against
+the question (relevance gate) before the customer sees it; CPU work runs in the bounded pool
+and each text is embedded once per turn. Generation gives up — and the caller answers
+extractively — when no verified sentence arrived within the budget, or when the model's
+last sentences all failed. Every outcome is recorded in the model's yield book
+(`inference.yields`), which decides whether later answers try the model at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from conversations import events
+from conversations.models import Message
+from conversations.orchestrator.base import Draft, Turn, cpu
+from conversations.orchestrator.extractive import quote_for
+from conversations.orchestrator.prompt import PROMPT_VERSION
+from inference import gateway, yields
+from verification import PassageVerifier, RelevanceGate, split_sentences
+
+logger = logging.getLogger(__name__)
+
+ANSWER_MAX_TOKENS = 160
+MAX_DROPPED_IN_A_ROW = 2
+
+
+def first_sentence_budget_s() -> float:
+    """From the start of the turn (search included): past it without a verified sentence,
+    the customer gets the extractive answer at once (first words p95 target: 1 s)."""
+    return settings.ANSWER_FIRST_WORDS_BUDGET_S
+
+
+@dataclass
+class Generation:
+    draft: Draft | None = None
+    emitted: bool = False  # verified sentences reached the customer
+    error: str | None = None
+    kept: int = 0
+    dropped: int = 0
+    waited_ms: float = 0.0
+    model: str = ""
+    worker: str = ""
+    reason: str = ""  # why it ended without a draft: budget | drifted | nothing_verified | error
+    dropped_sentences: list[dict] = field(default_factory=list)
+
+
+def _give_up(kept: list, dropped: list, started: float) -> bool:
+    """Stop generating: no verified sentence within budget, or the last ones all failed."""
+    if not kept:
+        return len(dropped) >= MAX_DROPPED_IN_A_ROW or (
+            time.monotonic() - started > first_sentence_budget_s()
+        )
+    since_last_kept = sum(1 for d in dropped if d.get("after") == len(kept))
+    return since_last_kept >= MAX_DROPPED_IN_A_ROW
+
+
+def citation_order(kept: list[tuple[str, int]]) -> list[int]:
+    """Passage indexes in the order the answer first cites them (citation [1], [2], …)."""
+    return list(dict.fromkeys(idx for _, idx in kept))
+
+
+async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generation:
+    """Stream from the gateway; publish each verified sentence; return what happened."""
+    texts = [p.text for p in ordered]
+    verifier, gate = await asyncio.gather(
+        cpu(PassageVerifier, texts, embed=turn.embedder),
+        cpu(RelevanceGate, turn.message.text, texts, embed=turn.embedder),
+    )
+    kept: list[tuple[str, int]] = []  # (sentence, passage index in `ordered`, 1-based)
+    dropped: list[dict] = []
+    result = Generation()
+    buffer = ""
+    first_delta_ms = None
+    started = time.monotonic()
+
+    async def release(sentences: list[str]) -> None:
+        nonlocal first_delta_ms
+        checks = await cpu(verifier.check_many, sentences)
+        relevant = await cpu(gate.relevant, [c.sentence for c in checks])
+        for check, on_point in zip(checks, relevant, strict=True):
+            if check.supported and any(check.sentence == k for k, _ in kept):
+                dropped.append(
+                    {"sentence": check.sentence, "reasons": ["repeated"], "after": len(kept)}
+                )
+            elif check.supported and not on_point:
+                dropped.append(
+                    {
+                        "sentence": check.sentence,
+                        "reasons": ["beside the question"],
+                        "after": len(kept),
+                    }
+                )
+            elif check.supported:
+                kept.append((check.sentence, check.passage_index))
+                label = citation_order(kept).index(check.passage_index) + 1
+                if first_delta_ms is None:
+                    first_delta_ms = (time.monotonic() - started) * 1000
+                await turn.events.publish(
+                    events.answer_delta(
+                        message_id=turn.reply.pk, text=f"{check.sentence} [{label}] "
+                    )
+                )
+            else:
+                dropped.append(
+                    {"sentence": check.sentence, "reasons": check.reasons, "after": len(kept)}
+                )
+
+    final = None
+    stream = gateway.stream_chat(
+        tenant_id=turn.conversation.tenant_id,
+        messages=messages,
+        max_tokens=ANSWER_MAX_TOKENS,
+        role="primary",
+        affinity_key=f"conv:{turn.conversation.pk}",
+    )
+    remaining = first_sentence_budget_s() - (time.monotonic() - turn.started)
+    first_sentence_deadline = asyncio.timeout(max(0.05, remaining))
+    try:
+        async with first_sentence_deadline, contextlib.aclosing(stream):
+            async for item in stream:
+                if isinstance(item, gateway.ChatDelta):
+                    buffer += item.text
+                    sentences = split_sentences(buffer)
+                    if len(sentences) > 1:
+                        await release(sentences[:-1])
+                        buffer = sentences[-1]
+                    if kept:
+                        first_sentence_deadline.reschedule(None)  # first words are out
+                    if _give_up(kept, dropped, turn.started):
+                        # The model drifted off: stop paying for tokens; the customer gets
+                        # the extractive answer or what is kept.
+                        result.reason = "drifted"
+                        buffer = ""
+                        break
+                else:
+                    final = item
+            if buffer.strip():
+                await release([buffer.strip()])
+    except TimeoutError:
+        # No verified sentence within the first-words budget (enforced even while the
+        # engine is silent): answer extractively now.
+        logger.info("no verified sentence within %.2f s for message %s", remaining, turn.message.pk)
+        result.reason = "budget"
+    except gateway.InferenceError as exc:
+        logger.warning("generation failed for message %s: %s", turn.message.pk, exc)
+        result.error = getattr(exc, "code", exc.__class__.__name__)
+        result.reason = "error"
+        result.emitted = bool(kept)
+        result.worker = getattr(exc, "worker", "") or ""
+    result.kept, result.dropped = len(kept), len(dropped)
+    result.waited_ms = (
+        first_delta_ms if first_delta_ms is not None else (time.monotonic() - started) * 1000
+    )
+    result.dropped_sentences = dropped
+    if final is not None:
+        result.model, result.worker = final.model, final.worker
+    result.model = result.model or yields.model_for_role("primary")
+    if not result.error:
+        yields.record(
+            model=result.model,
+            worker=result.worker,
+            kept=result.kept,
+            dropped=result.dropped,
+            waited_ms=result.waited_ms,
+        )
+    if result.error or not kept:
+        result.reason = result.reason or "nothing_verified"
+        return result
+    used = citation_order(kept)
+    renumber = {old: new for new, old in enumerate(used, start=1)}
+    text = " ".join(f"{s} [{renumber[i]}]" for s, i in kept)
+    quotes = {}
+    for sentence, idx in kept:
+        quotes.setdefault(renumber[idx], sentence)
+    stats = {
+        "model": final.model if final else "",
+        "worker": final.worker if final else "",
+        "prompt_version": PROMPT_VERSION,
+        "prompt_tokens": final.prompt_tokens if final else None,
+        "completion_tokens": final.completion_tokens if final else None,
+        "ttft_ms": first_delta_ms,
+        "meta": {
+            "dropped_sentences": dropped,
+            "engine_ttft_ms": final.ttft_ms if final else None,
+        },
+    }
+    draft = Draft(text, Message.Kind.ANSWER, [ordered[i - 1] for i in used], {}, stats)
+    draft.quotes = {n: quote_for(ordered[i - 1].text, quotes[n]) for i, n in renumber.items()}
+    result.draft, result.emitted = draft, True
+    return result

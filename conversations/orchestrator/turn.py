@@ -1,0 +1,290 @@
+"""One message, end to end: save → deterministic signals → tools → search → cache →
+generation within a budget (or extractive) → finish. Every step is in its own module."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from asgiref.sync import ThreadSensitiveContext
+from django.utils import timezone
+
+from actions import intents as action_intents
+from conversations import events, intents, selectors, services
+from conversations.models import Conversation, Message
+from conversations.orchestrator import answer_cache, tools
+from conversations.orchestrator.base import (
+    Draft,
+    Emit,
+    Outcome,
+    Turn,
+    TurnEvents,
+    cpu,
+    db,
+    noop,
+)
+from conversations.orchestrator.extractive import citations, extractive_draft
+from conversations.orchestrator.finish import finish
+from conversations.orchestrator.generate import generate
+from conversations.orchestrator.handoff import hand_off, request_handoff
+from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
+from handoffs.models import Handoff
+from inference import gateway, yields
+from knowledge import selectors as knowledge
+
+logger = logging.getLogger(__name__)
+
+MAX_PASSAGES = 4
+STALE_REPLY = timedelta(seconds=90)
+FOLLOW_UP_MAX_WORDS = 4
+
+REFUSAL_TEXT = (
+    "I can only help with questions about {tenant}'s products, orders, shipping, returns and "
+    "accounts, and I couldn't find anything on that in our help center. Would you like to talk "
+    "to a person from our team?"
+)
+SIGNAL_REASONS = {
+    "human_request": Handoff.Reason.CUSTOMER_REQUEST,
+    "high_risk": Handoff.Reason.HIGH_RISK,
+    "negative_sentiment": Handoff.Reason.NEGATIVE_SENTIMENT,
+}
+
+
+def _own_thread():
+    """A thread of its own for this turn's sync work (nested contexts reuse the outer one)."""
+    return ThreadSensitiveContext()
+
+
+async def handle_customer_message(
+    *,
+    conversation: Conversation,
+    client_message_id: str,
+    text: str,
+    emit: Emit = noop,
+    origin: str | None = None,
+    subscribed: bool = False,
+) -> Outcome:
+    """Save the message (idempotent), then answer it unless a reply already exists.
+
+    `emit` receives what only the caller needs (`message.accepted`, `answer.pending`) and,
+    unless `subscribed` (the caller's connection is in the conversation's group), every
+    conversation event of the turn too. `origin` names the calling connection.
+    """
+    async with _own_thread():
+        message, created = await db(services.message_receive)(
+            conversation=conversation,
+            client_message_id=client_message_id,
+            text=text,
+            origin=origin,
+        )
+        channel = TurnEvents(conversation.pk, emit, origin=origin, subscribed=subscribed)
+        await channel.reply(
+            {
+                "type": "message.accepted",
+                "client_message_id": client_message_id,
+                "message": services.message_as_event(message),
+                "duplicate": not created,
+            }
+        )
+        if not created:
+            reply = await db(selectors.reply_for)(customer_message=message)
+            if reply is not None and reply.state == Message.State.DELIVERED:
+                await channel.reply(events.answer_completed(services.message_as_event(reply)))
+                return Outcome(customer_message=message, reply=reply, duplicate=True)
+            stale = reply is not None and timezone.now() - reply.updated_at > STALE_REPLY
+            if reply is not None and not stale:
+                await channel.reply(events.answer_pending(reply_to=message.pk, message_id=reply.pk))
+                return Outcome(customer_message=message, reply=None, duplicate=True)
+            if reply is None and message.state not in (
+                Message.State.RECEIVED,
+                Message.State.SEARCHING,
+                Message.State.ANSWERING,
+                Message.State.CALLING_TOOL,
+            ):
+                return Outcome(customer_message=message, reply=None, duplicate=True)
+        outcome = await _respond(conversation.pk, message, channel)
+        outcome.duplicate = not created
+        return outcome
+
+
+async def respond(
+    *, conversation_id: int, message: Message, emit: Emit = noop, subscribed: bool = False
+) -> Outcome:
+    """Answer one saved customer message (safe to call again: the reply row is reserved).
+
+    The reply sweeper calls this for acknowledged messages whose reply is missing or stuck.
+    """
+    async with _own_thread():
+        return await _respond(
+            conversation_id, message, TurnEvents(conversation_id, emit, subscribed=subscribed)
+        )
+
+
+async def _respond(conversation_id: int, message: Message, channel: TurnEvents) -> Outcome:
+    conversation = await db(selectors.conversation_for_turn)(conversation_id=conversation_id)
+    if conversation.owner == Conversation.Owner.HUMAN:
+        # The agent sees the message live; the bot stays silent while a person owns the chat.
+        return Outcome(customer_message=message, reply=None)
+    reply = await db(services.reply_reserve_or_take_over)(
+        customer_message=message, stale_after=STALE_REPLY
+    )
+    if reply is None:
+        await channel.reply(events.answer_pending(reply_to=message.pk))
+        return Outcome(customer_message=message, reply=None)
+    await channel.publish(events.answer_started(reply_to=message.pk, message_id=reply.pk))
+    turn = Turn(conversation, message, reply, channel, time.monotonic())
+
+    answered = await tools.answer_pending_proposal(turn)
+    if answered is not None:
+        return answered
+
+    signal = intents.detect(message.text)
+    if signal is not None:
+        return await hand_off(turn, SIGNAL_REASONS[signal.kind], signal.detail)
+
+    proposal = await tools.propose(conversation, message)
+    if isinstance(proposal, action_intents.Clarify):
+        return await tools.clarify(turn, proposal)
+    if proposal is not None:
+        return await tools.run(turn, proposal)
+    return await _knowledge_answer(turn)
+
+
+def _audience(conversation: Conversation) -> knowledge.Audience:
+    customer = conversation.customer
+    segments = tuple(customer.segments) if customer.verified else ()
+    return knowledge.Audience.customer(segments=segments)
+
+
+async def _search_query(turn: Turn) -> str:
+    """Search with the message; a short follow-up also carries the previous question."""
+    text = turn.message.text
+    if len(text.split()) > FOLLOW_UP_MAX_WORDS:
+        return text
+    previous = await db(selectors.previous_customer_text)(
+        conversation=turn.conversation, before_id=turn.message.pk
+    )
+    return f"{previous} {text}" if previous else text
+
+
+async def _weak_answer(turn: Turn, result, passages) -> Outcome:
+    conversation, message = turn.conversation, turn.message
+    streak = await db(services.conversation_weak_streak_bump)(conversation_id=conversation.pk)
+    if streak >= 2:
+        return await hand_off(
+            turn, Handoff.Reason.WEAK_EVIDENCE, f"no strong evidence for: {message.text[:200]}"
+        )
+    if result.strength == "none" or not passages:
+        draft = Draft(REFUSAL_TEXT.format(tenant=conversation.tenant.name), Message.Kind.REFUSAL)
+    else:
+        # Weak evidence: never a confident answer. Quote the closest passage as a
+        # possibility and ask back (a second weak turn hands off, above).
+        draft = await cpu(
+            extractive_draft, query=message.text, passages=passages[:1], embed=turn.embedder
+        )
+        draft.kind = Message.Kind.CLARIFY
+        draft.text = (
+            "I'm not sure I found exactly what you're asking about. The closest thing in our "
+            f"help center is: {draft.text.split(': ', 1)[1]} Does that answer it? If not, "
+            "tell me a bit more, or I can connect you with a person from our team."
+        )
+    draft.stats["meta"] = {
+        "strength": result.strength,
+        "search_ms": result.timings_ms,
+        "path": "weak_evidence",
+        "path_reason": result.strength,
+    }
+    return await finish(turn, draft, stream=True)
+
+
+async def _knowledge_answer(turn: Turn) -> Outcome:
+    conversation, message = turn.conversation, turn.message
+    await db(services.message_set_state)(message_id=message.pk, state=Message.State.SEARCHING)
+    audience = _audience(conversation)
+    query = await _search_query(turn)
+    result = await db(knowledge.search_passages)(
+        tenant=conversation.tenant, query=query, audience=audience, limit=8
+    )
+    passages = [p for p in result.passages if p.evidence > 0][:MAX_PASSAGES]
+    if result.strength != "strong" or not passages:
+        return await _weak_answer(turn, result, passages)
+    if conversation.weak_evidence_streak:
+        await db(services.conversation_weak_streak_reset)(conversation_id=conversation.pk)
+
+    key = await db(answer_cache.cache_key)(
+        conversation=conversation, text=message.text, audience=audience
+    )
+    if key:
+        cached = await db(answer_cache.cached_draft)(conversation=conversation, key=key)
+        if cached is not None:
+            cached.stats["meta"].update(path="cached", path_reason="cache_hit")
+            yields.answer_path_record(path="cached", reason="cache_hit", waited_ms=0.0)
+            return await finish(turn, cached, stream=True)
+
+    await db(services.message_set_state)(message_id=message.pk, state=Message.State.ANSWERING)
+    draft, generation, path_reason = None, None, "no_worker"
+    model = ""
+    if await db(gateway.gateway_available)():
+        model = yields.model_for_role("primary")
+        try_model, path_reason = yields.should_generate(model)
+        if try_model:
+            history = await db(selectors.recent_messages)(
+                conversation=conversation, limit=RECENT_MESSAGES + 1
+            )
+            messages, ordered = build_prompt(
+                tenant_name=conversation.tenant.name,
+                summary=conversation.summary,
+                history=history,
+                message=message,
+                passages=passages,
+            )
+            generation = await generate(turn, messages, ordered)
+            draft = generation.draft
+            path_reason = "verified" if draft is not None else generation.reason
+    emitted = bool(generation and generation.emitted)
+    error = generation.error if generation else None
+    if draft is None:
+        draft = await cpu(
+            extractive_draft, query=message.text, passages=passages, embed=turn.embedder
+        )
+        draft.stats.setdefault("meta", {})["fallback"] = "extractive"
+        if error:
+            draft.stats["meta"]["inference_error"] = error
+    path = "generated" if draft.kind == Message.Kind.ANSWER else "extractive"
+    if generation is None and path_reason == "low_yield":
+        path = "skipped"
+    waited_ms = generation.waited_ms if generation else 0.0
+    meta = draft.stats.setdefault("meta", {})
+    meta.update(
+        strength=result.strength,
+        path=path,
+        path_reason=path_reason,
+        model_wait_ms=round(waited_ms, 1),
+        embedded_texts=turn.embedder.computed,
+    )
+    yields.answer_path_record(path=path, reason=path_reason, waited_ms=waited_ms, model=model)
+    if emitted and draft.kind == Message.Kind.EXTRACTIVE:
+        # Verified sentences were shown before the model failed: replace them whole.
+        await turn.events.publish(
+            events.answer_revised(
+                message_id=turn.reply.pk, text=draft.text, citations=citations(draft)
+            )
+        )
+    outcome = await finish(turn, draft, stream=not emitted)
+    if error:
+        failures = await db(services.conversation_count_model_failure)(
+            conversation_id=conversation.pk
+        )
+        if failures >= 2:
+            await request_handoff(
+                conversation=conversation,
+                reason=Handoff.Reason.MODEL_FAILURE,
+                detail=f"model failed {failures} times ({error})",
+                emit=turn.events.reply,
+                subscribed=turn.events.subscribed,
+            )
+        return outcome
+    if key:
+        await db(answer_cache.cache_put)(key=key, draft=draft)
+    return outcome
