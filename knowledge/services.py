@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from datetime import timedelta
 from functools import partial
 from pathlib import PurePath
@@ -24,7 +25,7 @@ from django_q.tasks import async_task
 
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.embeddings import BATCH_SIZE, embed_texts
-from knowledge.extraction import ExtractionError, detect_content_type, extract
+from knowledge.extraction import ExtractionError, Limits, detect_content_type, extract
 from knowledge.models import Chunk, Document, DocumentVersion
 from supportbot.errors import ApplicationError, Conflict, NotFound
 from supportbot.models import Tenant
@@ -127,6 +128,8 @@ def _version_create(
         content_type=content_type,
         size=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
+        audience=document.audience,
+        segments=document.segments,
         uploaded_by=user,
     )
     document_version.file.save(PurePath(filename).name, ContentFile(data), save=False)
@@ -256,9 +259,7 @@ def document_update(
         if (new_audience, new_segments) != (document.audience, document.segments):
             document.audience, document.segments = new_audience, new_segments
             changes.update(audience=new_audience, segments=new_segments)
-            Chunk.objects.filter(document=document).update(
-                audience=new_audience, segments=new_segments
-            )
+            _versions_audience_set(document=document, audience=new_audience, segments=new_segments)
     if not changes:
         return document
     document.save()
@@ -272,6 +273,42 @@ def document_update(
     )
     knowledge_revision_bump(tenant=tenant)
     return document
+
+
+_AUDIENCE_BREADTH = {
+    Document.Audience.AGENTS: 0,
+    Document.Audience.SEGMENTS: 1,
+    Document.Audience.PUBLIC: 2,
+}
+
+
+def audience_narrowest(
+    first: tuple[str, list[str]], second: tuple[str, list[str]]
+) -> tuple[str, list[str]]:
+    """The (audience, segments) that only readers allowed by both may see (agents see all)."""
+    (a, a_segments), (b, b_segments) = first, second
+    if a == b == Document.Audience.SEGMENTS:
+        common = sorted(set(a_segments) & set(b_segments))
+        return (Document.Audience.SEGMENTS, common) if common else (Document.Audience.AGENTS, [])
+    return min(first, second, key=lambda pair: _AUDIENCE_BREADTH[pair[0]])
+
+
+def _versions_audience_set(*, document: Document, audience: str, segments: list[str]) -> None:
+    """Give the document's current versions (newest and live) the new audience; an older
+    version only narrows to what both its own and the new audience allow, never widens."""
+    current = {document.version, document.live_version}
+    for version in document.versions.select_for_update():
+        if version.version in current:
+            new = (audience, segments)
+        else:
+            new = audience_narrowest((version.audience, version.segments), (audience, segments))
+        if new == (version.audience, version.segments):
+            continue
+        version.audience, version.segments = new
+        version.save(update_fields=["audience", "segments"])
+        Chunk.objects.filter(document=document, version=version.version).update(
+            audience=new[0], segments=new[1]
+        )
 
 
 @transaction.atomic
@@ -310,19 +347,22 @@ def _status_set(*, document_id: int, version: int, **fields) -> bool:
 
 
 def _fail(*, document: Document, version: int, error: str) -> None:
+    """Mark the version failed with `error` (unless a newer version or a ready state won)."""
     logger.warning("knowledge document %s v%s failed: %s", document.pk, version, error)
-    if _status_set(
-        document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
-    ):
-        knowledge_revision_bump(tenant=document.tenant)
+    with transaction.atomic():
+        if _status_set(
+            document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
+        ):
+            knowledge_revision_bump(tenant=document.tenant)
 
 
 def document_index(*, document_id: int, version: int) -> Document | None:
     """Extract, chunk, embed and store one document version; safe to run twice.
 
     Does nothing for a deleted document, a superseded version, a version already ready, or
-    one that failed (a new upload or `document_reindex` starts over). A crash leaves the
-    document in a non-final state for `documents_sweep_stuck` to pick up.
+    one that failed (a new upload or `document_reindex` starts over). Any error on the way —
+    a poison file, a limit, the embedder — ends the version `failed` with a message for the
+    admin; only a worker that dies outright leaves it for `documents_sweep_stuck`.
     """
     document = Document.objects.select_related("tenant").filter(pk=document_id).first()
     if document is None or document.version != version:
@@ -339,17 +379,37 @@ def document_index(*, document_id: int, version: int) -> Document | None:
         error="",
     ):
         return document
-    source = DocumentVersion.objects.get(document_id=document_id, version=version)
+    # Leave a margin under the django-q2 timeout, which kills the worker without a word.
+    deadline = time.monotonic() + max(settings.Q_CLUSTER["timeout"] - 30, 30)
     try:
-        with source.file.open("rb") as fh:
-            data = fh.read()
-        extracted = extract(data=data, content_type=source.content_type)
-        drafts = chunk_document(extracted)
-        if not drafts:
-            raise ExtractionError("The file has headings but no body text to index.")
+        return _index_steps(document=document, version=version, deadline=deadline)
     except ExtractionError as exc:
-        _fail(document=document, version=version, error=str(exc))
-        return Document.objects.filter(pk=document_id).first()
+        error = str(exc)
+    except Exception as exc:
+        logger.exception("knowledge document %s v%s: indexing crashed", document_id, version)
+        error = f"Indexing failed ({type(exc).__name__}): {str(exc)[:500]}".rstrip(": ")
+    _fail(document=document, version=version, error=error)
+    return Document.objects.filter(pk=document_id).first()
+
+
+def _extraction_limits() -> Limits:
+    return Limits.within(
+        seconds=settings.KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS,
+        max_chars=settings.KNOWLEDGE_MAX_TEXT_CHARS,
+        max_pages=settings.KNOWLEDGE_PDF_MAX_PAGES,
+    )
+
+
+def _index_steps(*, document: Document, version: int, deadline: float) -> Document | None:
+    """The steps of `document_index`; raise on any failure (the caller fails the document)."""
+    document_id = document.pk
+    source = DocumentVersion.objects.get(document_id=document_id, version=version)
+    with source.file.open("rb") as fh:
+        data = fh.read()
+    extracted = extract(data=data, content_type=source.content_type, limits=_extraction_limits())
+    drafts = chunk_document(extracted)
+    if not drafts:
+        raise ExtractionError("The file has headings but no body text to index.")
     DocumentVersion.objects.filter(pk=source.pk).update(text=extracted.text)
 
     _status_set(
@@ -362,6 +422,11 @@ def document_index(*, document_id: int, version: int) -> Document | None:
     inputs = [_embedding_input(document.title, draft) for draft in drafts]
     vectors: list[list[float]] = []
     for i in range(0, len(inputs), BATCH_SIZE):
+        if time.monotonic() > deadline:
+            raise ExtractionError(
+                f"Indexing stopped after {len(vectors)} of {len(inputs)} passages: the "
+                "document takes longer than the task time limit; split it into smaller ones."
+            )
         vectors.extend(embed_texts(inputs[i : i + BATCH_SIZE]))
         _status_set(document_id=document_id, version=version, chunks_done=len(vectors))
     return _chunks_store(document_id=document_id, version=version, drafts=drafts, vectors=vectors)
@@ -381,6 +446,7 @@ def _chunks_store(
     document = Document.objects.select_for_update().filter(pk=document_id).first()
     if document is None or document.version != version:
         return document
+    source = DocumentVersion.objects.get(document=document, version=version)
     if not Chunk.objects.filter(document=document, version=version).exists():
         Chunk.objects.filter(document=document, is_live=True).update(is_live=False)
         Chunk.objects.bulk_create(
@@ -395,8 +461,8 @@ def _chunks_store(
                 span_start=draft.start,
                 span_end=draft.end,
                 embedding=vector,
-                audience=document.audience,
-                segments=document.segments,
+                audience=source.audience,
+                segments=source.segments,
                 is_live=True,
             )
             for i, (draft, vector) in enumerate(zip(drafts, vectors, strict=True))
