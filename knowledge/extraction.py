@@ -214,17 +214,21 @@ def _extract_pdf(data: bytes, limits: Limits) -> Extracted:
     except LimitReachedError as exc:
         raise ExtractionError(
             f"The PDF expands beyond the safe limits (a stream may decompress to at most "
-            f"{PDF_MAX_STREAM_BYTES // (1024 * 1024)} MiB): {exc}."
+            f"{PDF_MAX_STREAM_BYTES // (1024 * 1024)} MiB): {_reason(exc)}."
         ) from exc
     except PyPdfError as exc:
-        raise ExtractionError(f"The PDF cannot be read: {exc}.") from exc
+        raise ExtractionError(f"The PDF cannot be read: {_reason(exc)}.") from exc
     except RecursionError as exc:
         raise ExtractionError("The PDF cannot be read: its objects nest too deeply.") from exc
     except Exception as exc:  # pypdf raises assorted errors on hostile files
         raise ExtractionError(
-            f"The PDF cannot be read: {type(exc).__name__}: {str(exc)[:200]}."
+            f"The PDF cannot be read: {type(exc).__name__}: {_reason(exc)}."
         ) from exc
     return _pdf_blocks(lines, limits)
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc)[:300].strip().rstrip(".") or type(exc).__name__
 
 
 def _pdf_lines(data: bytes, limits: Limits) -> list[tuple[str, float, float]]:

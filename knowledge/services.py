@@ -379,10 +379,8 @@ def document_index(*, document_id: int, version: int) -> Document | None:
         error="",
     ):
         return document
-    # Leave a margin under the django-q2 timeout, which kills the worker without a word.
-    deadline = time.monotonic() + max(settings.Q_CLUSTER["timeout"] - 30, 30)
     try:
-        return _index_steps(document=document, version=version, deadline=deadline)
+        return _index_steps(document=document, version=version, deadline=_index_deadline())
     except ExtractionError as exc:
         error = str(exc)
     except Exception as exc:
@@ -390,6 +388,12 @@ def document_index(*, document_id: int, version: int) -> Document | None:
         error = f"Indexing failed ({type(exc).__name__}): {str(exc)[:500]}".rstrip(": ")
     _fail(document=document, version=version, error=error)
     return Document.objects.filter(pk=document_id).first()
+
+
+def _index_deadline() -> float:
+    """When indexing must give up: a margin under the django-q2 timeout, which would kill the
+    worker without a word (a `time.monotonic()` value)."""
+    return time.monotonic() + max(settings.Q_CLUSTER["timeout"] - 30, 30)
 
 
 def _extraction_limits() -> Limits:

@@ -12,6 +12,7 @@ from supportbot.errors import ApplicationError
 from supportbot.models import AuditEvent
 from supportbot.services import Actor
 
+from . import poison
 from .conftest import upload, upload_and_index
 
 MD = b"# Returns\n\n## Window\n\nReturn items within 30 days of delivery.\n"
@@ -169,3 +170,103 @@ def test_failed_document_can_be_reindexed(tenant, blank_pdf):
     services.document_reindex(tenant=tenant, document_id=document.pk, actor=Actor.system())
     document.refresh_from_db()
     assert (document.status, document.error, document.attempts) == ("pending", "", 0)
+
+
+# --------------------------------------------------------------------------- hostile uploads
+
+
+def _assert_failed_without_chunks(document: Document, error_part: str) -> None:
+    document.refresh_from_db()
+    assert document.status == Document.Status.FAILED, document.error
+    assert error_part in document.error
+    assert not Chunk.objects.filter(document=document).exists()
+
+
+def test_decompression_bomb_pdf_fails_the_document_with_the_reason(tenant):
+    document = upload_and_index(tenant, "bomb.pdf", poison.decompression_bomb_pdf())
+    _assert_failed_without_chunks(document, "expands beyond the safe limits")
+
+
+def test_20000_nested_divs_fail_the_document_with_the_reason(tenant):
+    document = upload_and_index(tenant, "deep.html", poison.nested_divs_html(20_000))
+    _assert_failed_without_chunks(document, "too deeply nested")
+
+
+def test_pdf_over_the_page_setting_fails_the_document(tenant, settings):
+    settings.KNOWLEDGE_PDF_MAX_PAGES = 2
+    document = upload_and_index(tenant, "long.pdf", poison.text_pdf(pages=3))
+    _assert_failed_without_chunks(document, "the limit per document is 2")
+
+
+def test_text_over_the_character_setting_fails_the_document(tenant, settings):
+    settings.KNOWLEDGE_MAX_TEXT_CHARS = 1_000
+    document = upload_and_index(tenant, "long.txt", poison.paragraphs(5_000))
+    _assert_failed_without_chunks(document, "more than 1,000 characters")
+
+
+def test_extraction_past_the_time_setting_fails_the_document(tenant, settings):
+    settings.KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = -1
+    document = upload_and_index(tenant, "slow.md", MD)
+    _assert_failed_without_chunks(document, "the time limit per document")
+
+
+def test_embedding_past_the_task_deadline_fails_the_document(tenant):
+    with mock.patch("knowledge.services._index_deadline", return_value=0.0):
+        document = upload_and_index(tenant, "returns.md", MD)
+    _assert_failed_without_chunks(document, "longer than the task time limit")
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "knowledge.services.extract",
+        "knowledge.services.chunk_document",
+        "knowledge.services.embed_texts",
+        "knowledge.services._chunks_store",
+        "django.core.files.storage.FileSystemStorage.open",
+    ],
+)
+def test_an_exception_in_any_indexing_step_fails_the_document(tenant, step):
+    document = upload(tenant, "returns.md", MD)
+    with mock.patch(step, side_effect=RuntimeError("boom in step")):
+        services.document_index(document_id=document.pk, version=1)
+    _assert_failed_without_chunks(document, "Indexing failed (RuntimeError): boom in step")
+    assert document.attempts == 1
+
+
+def test_recursion_error_inside_extraction_fails_the_document(tenant):
+    document = upload(tenant, "returns.md", MD)
+    with mock.patch("knowledge.services.extract", side_effect=RecursionError("too deep")):
+        services.document_index(document_id=document.pk, version=1)
+    _assert_failed_without_chunks(document, "RecursionError")
+
+
+def test_nul_bytes_after_the_first_kilobyte_index_without_them(tenant):
+    data = b"# Returns\n\n" + b"Return items within 30 days. " * 50 + b"\x00\x00 More text.\n"
+    document = upload_and_index(tenant, "returns.md", data)
+    assert document.status == Document.Status.READY, document.error
+    source = DocumentVersion.objects.get(document=document)
+    assert "\x00" not in source.text
+    assert "More text." in source.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("html", [False, True], ids=["text", "html"])
+def test_ten_mib_file_indexes_to_ready(tenant, settings, html):
+    """Extraction, chunking and storage of a maximum-size upload (a stand-in embedder: the
+    real model's time for 10 MiB is measured in bench/extraction.py)."""
+    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+    data = poison.paragraphs(10 * 1024 * 1024, html=html)
+    vector = [1.0] + [0.0] * 383
+    with mock.patch(
+        "knowledge.services.embed_texts", side_effect=lambda texts: [vector] * len(texts)
+    ):
+        document = upload_and_index(tenant, "big.html" if html else "big.txt", data)
+    assert document.status == Document.Status.READY, document.error
+    chunks = Chunk.objects.filter(document=document, is_live=True)
+    assert document.chunks_total == chunks.count() > 5_000
+    assert (
+        chunks.order_by("-ordinal")
+        .first()
+        .text.endswith(data.rsplit(b"Case ", 1)[1].split(b".")[0].decode() + ".")
+    )
