@@ -414,9 +414,10 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     document = etree.fromstring(html, parser) if html.strip() else None
     for entry in parser.error_log:
         if entry.type_name == "ERR_RESOURCE_LIMIT":
+            reason = entry.message.split(", use XML_PARSE_HUGE")[0].strip().rstrip(".")
             raise ExtractionError(
                 f"The HTML is too deeply nested or too large to read safely "
-                f"(at most {HTML_MAX_DEPTH} levels of elements): {entry.message}."
+                f"(at most {HTML_MAX_DEPTH} levels of elements): {reason}."
             )
     result = Extracted(limits)
     if document is None:

@@ -347,13 +347,17 @@ def _status_set(*, document_id: int, version: int, **fields) -> bool:
 
 
 def _fail(*, document: Document, version: int, error: str) -> None:
-    """Mark the version failed with `error` (unless a newer version or a ready state won)."""
+    """Mark the version failed with `error` (unless a newer version or a ready state won) and
+    drop the passages it had stored but never made searchable."""
     logger.warning("knowledge document %s v%s failed: %s", document.pk, version, error)
     with transaction.atomic():
         if _status_set(
             document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
         ):
             knowledge_revision_bump(tenant=document.tenant)
+        Chunk.objects.filter(document_id=document.pk, version=version, is_live=False).exclude(
+            document__live_version=version
+        ).delete()
 
 
 def document_index(*, document_id: int, version: int) -> Document | None:
@@ -405,7 +409,12 @@ def _extraction_limits() -> Limits:
 
 
 def _index_steps(*, document: Document, version: int, deadline: float) -> Document | None:
-    """The steps of `document_index`; raise on any failure (the caller fails the document)."""
+    """The steps of `document_index`; raise on any failure (the caller fails the document).
+
+    Passages are embedded and stored (not yet searchable) batch by batch, so a long document
+    continues where the previous run stopped: past `deadline` the run enqueues a continuation
+    and returns instead of being killed by the task timeout. Each run stores at least one
+    batch, so the chain always ends."""
     document_id = document.pk
     source = DocumentVersion.objects.get(document_id=document_id, version=version)
     with source.file.open("rb") as fh:
@@ -416,24 +425,73 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
         raise ExtractionError("The file has headings but no body text to index.")
     DocumentVersion.objects.filter(pk=source.pk).update(text=extracted.text)
 
-    _status_set(
+    stored = set(
+        Chunk.objects.filter(document_id=document_id, version=version).values_list(
+            "ordinal", flat=True
+        )
+    )
+    if not _status_set(
         document_id=document_id,
         version=version,
         status=Document.Status.EMBEDDING,
         chunks_total=len(drafts),
-        chunks_done=0,
-    )
-    inputs = [_embedding_input(document.title, draft) for draft in drafts]
-    vectors: list[list[float]] = []
-    for i in range(0, len(inputs), BATCH_SIZE):
-        if time.monotonic() > deadline:
-            raise ExtractionError(
-                f"Indexing stopped after {len(vectors)} of {len(inputs)} passages: the "
-                "document takes longer than the task time limit; split it into smaller ones."
+        chunks_done=len(stored),
+    ):
+        return Document.objects.filter(pk=document_id).first()  # superseded meanwhile
+    missing = [i for i in range(len(drafts)) if i not in stored]
+    for n, start in enumerate(range(0, len(missing), BATCH_SIZE)):
+        if n and time.monotonic() > deadline:
+            _status_set(document_id=document_id, version=version, attempts=0)
+            async_task(INDEX_TASK, document_id, version, group="knowledge-index")
+            logger.info(
+                "knowledge document %s v%s: %s of %s passages stored, continuing in a new task",
+                document_id,
+                version,
+                len(stored),
+                len(drafts),
             )
-        vectors.extend(embed_texts(inputs[i : i + BATCH_SIZE]))
-        _status_set(document_id=document_id, version=version, chunks_done=len(vectors))
-    return _chunks_store(document_id=document_id, version=version, drafts=drafts, vectors=vectors)
+            return Document.objects.filter(pk=document_id).first()
+        ordinals = missing[start : start + BATCH_SIZE]
+        vectors = embed_texts([_embedding_input(document.title, drafts[i]) for i in ordinals])
+        _chunk_batch_store(
+            document=document, source=source, drafts=drafts, ordinals=ordinals, vectors=vectors
+        )
+        stored.update(ordinals)
+        if not _status_set(document_id=document_id, version=version, chunks_done=len(stored)):
+            return Document.objects.filter(pk=document_id).first()  # superseded or done
+    return _version_go_live(document_id=document_id, version=version, total=len(drafts))
+
+
+def _chunk_batch_store(
+    *,
+    document: Document,
+    source: DocumentVersion,
+    drafts: list[ChunkDraft],
+    ordinals: list[int],
+    vectors: list[list[float]],
+) -> None:
+    """Store passages of a version, not yet searchable (a repeated run skips existing ones)."""
+    Chunk.objects.bulk_create(
+        [
+            Chunk(
+                tenant_id=document.tenant_id,
+                document=document,
+                version=source.version,
+                ordinal=i,
+                text=drafts[i].text,
+                heading_path=drafts[i].heading_path,
+                context=" > ".join([document.title, *drafts[i].heading_path])[:1000],
+                span_start=drafts[i].start,
+                span_end=drafts[i].end,
+                embedding=vector,
+                audience=source.audience,
+                segments=source.segments,
+                is_live=False,
+            )
+            for i, vector in zip(ordinals, vectors, strict=True)
+        ],
+        ignore_conflicts=True,
+    )
 
 
 def _embedding_input(title: str, draft: ChunkDraft) -> str:
@@ -443,38 +501,29 @@ def _embedding_input(title: str, draft: ChunkDraft) -> str:
 
 
 @transaction.atomic
-def _chunks_store(
-    *, document_id: int, version: int, drafts: list[ChunkDraft], vectors: list[list[float]]
-) -> Document | None:
-    """Store a version's chunks, make them the live ones and mark the document ready."""
+def _version_go_live(*, document_id: int, version: int, total: int) -> Document | None:
+    """Make a fully stored version the searchable one and mark the document ready.
+
+    Runs under the document's lock, so the chunks take the version's audience as it is now
+    (an admin may have changed it while the passages were embedded)."""
     document = Document.objects.select_for_update().filter(pk=document_id).first()
     if document is None or document.version != version:
         return document
+    if document.status == Document.Status.READY and document.live_version == version:
+        return document
     source = DocumentVersion.objects.get(document=document, version=version)
-    if not Chunk.objects.filter(document=document, version=version).exists():
-        Chunk.objects.filter(document=document, is_live=True).update(is_live=False)
-        Chunk.objects.bulk_create(
-            Chunk(
-                tenant_id=document.tenant_id,
-                document=document,
-                version=version,
-                ordinal=i,
-                text=draft.text,
-                heading_path=draft.heading_path,
-                context=" > ".join([document.title, *draft.heading_path])[:1000],
-                span_start=draft.start,
-                span_end=draft.end,
-                embedding=vector,
-                audience=source.audience,
-                segments=source.segments,
-                is_live=True,
-            )
-            for i, (draft, vector) in enumerate(zip(drafts, vectors, strict=True))
-        )
+    chunks = Chunk.objects.filter(document=document, version=version)
+    stored = chunks.count()
+    if stored != total:
+        raise RuntimeError(f"{stored} of {total} passages were stored; index it again")
+    Chunk.objects.filter(document=document, is_live=True).exclude(version=version).update(
+        is_live=False
+    )
+    chunks.update(is_live=True, audience=source.audience, segments=source.segments)
     document.live_version = version
     document.status = Document.Status.READY
     document.error = ""
-    document.chunks_total = document.chunks_done = len(drafts)
+    document.chunks_total = document.chunks_done = total
     document.save()
     knowledge_revision_bump(tenant=document.tenant)
     return document

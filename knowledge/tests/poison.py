@@ -56,9 +56,11 @@ def nested_divs_html(depth: int, text: str = "Deep text at the bottom.") -> byte
     ).encode()
 
 
-def paragraphs(size: int, *, html: bool = False) -> bytes:
+DEFAULT_SENTENCE = "Refunds reach your card within five to ten business days after we receive it."
+
+
+def paragraphs(size: int, *, html: bool = False, sentence: str = DEFAULT_SENTENCE) -> bytes:
     """At most `size` bytes of short, distinct help-center paragraphs (plain text or HTML)."""
-    sentence = "Refunds reach your card within five to ten business days after we receive it."
     head, tail = ("<html><body><h1>Refunds</h1>", "</body></html>") if html else ("", "")
     parts: list[str] = []
     total = len(head) + len(tail)

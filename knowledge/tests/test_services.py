@@ -210,10 +210,75 @@ def test_extraction_past_the_time_setting_fails_the_document(tenant, settings):
     _assert_failed_without_chunks(document, "the time limit per document")
 
 
-def test_embedding_past_the_task_deadline_fails_the_document(tenant):
-    with mock.patch("knowledge.services._index_deadline", return_value=0.0):
-        document = upload_and_index(tenant, "returns.md", MD)
-    _assert_failed_without_chunks(document, "longer than the task time limit")
+def _long_markdown(paragraphs: int) -> bytes:
+    body = "\n\n".join(
+        f"Paragraph {i}: returns are accepted within {i} days " + "of delivery " * 40
+        for i in range(paragraphs)
+    )
+    return f"# Returns\n\n{body}\n".encode()
+
+
+def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(tenant):
+    document = upload(tenant, "long.md", _long_markdown(150))
+    runs = 0
+    with (
+        mock.patch("knowledge.services._index_deadline", return_value=0.0),
+        mock.patch("knowledge.services.async_task") as enqueue,
+    ):
+        while document.status != Document.Status.READY and runs < 10:
+            document = services.document_index(document_id=document.pk, version=1)
+            runs += 1
+            if document.status != Document.Status.READY:
+                # One batch per run, kept but not searchable until the last run.
+                assert document.status == Document.Status.EMBEDDING
+                assert document.chunks_done == runs * services.BATCH_SIZE
+                assert not Chunk.objects.filter(document=document, is_live=True).exists()
+                enqueue.assert_called_with(
+                    services.INDEX_TASK, document.pk, 1, group="knowledge-index"
+                )
+    assert document.status == Document.Status.READY, document.error
+    assert document.chunks_total > 2 * services.BATCH_SIZE
+    assert runs == -(-document.chunks_total // services.BATCH_SIZE)  # one batch per run
+    assert document.attempts <= 1
+    live = Chunk.objects.filter(document=document, is_live=True)
+    assert sorted(live.values_list("ordinal", flat=True)) == list(range(document.chunks_total))
+
+
+def test_audience_changed_while_embedding_applies_to_every_stored_passage(tenant):
+    document = upload(tenant, "long.md", _long_markdown(150), audience="agents")
+    real = services.embed_texts
+    calls = []
+
+    def embed_and_publish(texts):
+        calls.append(len(texts))
+        if len(calls) == 1:  # an admin publishes the document mid-run
+            services.document_update(
+                tenant=tenant, document_id=document.pk, audience="public", actor=Actor.system()
+            )
+        return real(texts)
+
+    with mock.patch("knowledge.services.embed_texts", side_effect=embed_and_publish):
+        document = services.document_index(document_id=document.pk, version=1)
+    assert document.status == Document.Status.READY, document.error
+    assert len(calls) > 1
+    audiences = set(Chunk.objects.filter(document=document).values_list("audience", flat=True))
+    assert audiences == {"public"}
+
+
+def test_failure_after_some_batches_removes_the_stored_passages(tenant):
+    document = upload(tenant, "long.md", _long_markdown(90))
+    real = services.embed_texts
+    calls = []
+
+    def flaky(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("embedder went away")
+        return real(texts)
+
+    with mock.patch("knowledge.services.embed_texts", side_effect=flaky):
+        services.document_index(document_id=document.pk, version=1)
+    _assert_failed_without_chunks(document, "embedder went away")
 
 
 @pytest.mark.parametrize(
@@ -222,7 +287,8 @@ def test_embedding_past_the_task_deadline_fails_the_document(tenant):
         "knowledge.services.extract",
         "knowledge.services.chunk_document",
         "knowledge.services.embed_texts",
-        "knowledge.services._chunks_store",
+        "knowledge.services._chunk_batch_store",
+        "knowledge.services._version_go_live",
         "django.core.files.storage.FileSystemStorage.open",
     ],
 )
