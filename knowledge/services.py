@@ -2,8 +2,9 @@
 
 Indexing (`document_index`) is the one non-atomic service: its progress has to be visible
 while it runs. Every step it takes is a conditional update on (document, version), so a run
-for a superseded version or a second run of the same version cannot clobber newer state, and
-the chunks of a version are stored in one transaction that also makes them live.
+for a superseded version or a second run of the same version cannot clobber newer state. The
+chunks of a version are stored batch by batch, not searchable, and made live together in one
+transaction; a run that nears the task timeout leaves the rest to a continuation task.
 """
 
 from __future__ import annotations
@@ -395,9 +396,10 @@ def document_index(*, document_id: int, version: int) -> Document | None:
 
 
 def _index_deadline() -> float:
-    """When indexing must give up: a margin under the django-q2 timeout, which would kill the
-    worker without a word (a `time.monotonic()` value)."""
-    return time.monotonic() + max(settings.Q_CLUSTER["timeout"] - 30, 30)
+    """When a run stops embedding and leaves the rest to a continuation task (a
+    `time.monotonic()` value): at three quarters of the django-q2 timeout, which would kill
+    the worker without a word, leaving time for the last batch and making the version live."""
+    return time.monotonic() + 0.75 * settings.Q_CLUSTER["timeout"]
 
 
 def _extraction_limits() -> Limits:
@@ -425,11 +427,7 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
         raise ExtractionError("The file has headings but no body text to index.")
     DocumentVersion.objects.filter(pk=source.pk).update(text=extracted.text)
 
-    stored = set(
-        Chunk.objects.filter(document_id=document_id, version=version).values_list(
-            "ordinal", flat=True
-        )
-    )
+    stored = _stored_ordinals(document_id=document_id, version=version, drafts=drafts)
     if not _status_set(
         document_id=document_id,
         version=version,
@@ -460,6 +458,17 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
         if not _status_set(document_id=document_id, version=version, chunks_done=len(stored)):
             return Document.objects.filter(pk=document_id).first()  # superseded or done
     return _version_go_live(document_id=document_id, version=version, total=len(drafts))
+
+
+def _stored_ordinals(*, document_id: int, version: int, drafts: list[ChunkDraft]) -> set[int]:
+    """Ordinals an earlier run of this version stored; if they do not match `drafts` (the
+    chunking changed in between), drop them and start over."""
+    rows = Chunk.objects.filter(document_id=document_id, version=version, is_live=False)
+    spans = dict(rows.values_list("ordinal", "span_start"))
+    if all(i < len(drafts) and drafts[i].start == start for i, start in spans.items()):
+        return set(spans)
+    rows.delete()
+    return set()
 
 
 def _chunk_batch_store(

@@ -66,7 +66,7 @@ def paragraphs(size: int, *, html: bool = False, sentence: str = DEFAULT_SENTENC
     total = len(head) + len(tail)
     i = 0
     while True:
-        paragraph = f"{sentence} Case {i}."
+        paragraph = f"{sentence} Case {i}.".lstrip()
         if html:
             paragraph = f"<p>{paragraph}</p>"
         if total + len(paragraph) + 2 > size:

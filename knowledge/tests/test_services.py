@@ -14,6 +14,7 @@ from supportbot.services import Actor
 
 from . import poison
 from .conftest import upload, upload_and_index
+from .factories import ChunkFactory
 
 MD = b"# Returns\n\n## Window\n\nReturn items within 30 days of delivery.\n"
 MD_V2 = b"# Returns\n\n## Window\n\nReturn items within 45 days of delivery.\n"
@@ -336,3 +337,15 @@ def test_ten_mib_file_indexes_to_ready(tenant, settings, html):
         .first()
         .text.endswith(data.rsplit(b"Case ", 1)[1].split(b".")[0].decode() + ".")
     )
+
+
+def test_passages_left_by_a_run_with_other_chunking_are_replaced(tenant):
+    document = upload(tenant, "returns.md", MD)
+    ChunkFactory(document=document, version=1, ordinal=0, span_start=999, is_live=False)
+    ChunkFactory(document=document, version=1, ordinal=7, span_start=0, is_live=False)
+    document = services.document_index(document_id=document.pk, version=1)
+    assert document.status == Document.Status.READY, document.error
+    source = DocumentVersion.objects.get(document=document, version=1)
+    chunks = list(Chunk.objects.filter(document=document))
+    assert [(c.ordinal, c.is_live) for c in chunks] == [(0, True)]
+    assert source.text[chunks[0].span_start : chunks[0].span_end] == chunks[0].text
