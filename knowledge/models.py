@@ -121,8 +121,9 @@ class DocumentVersion(models.Model):
 class Chunk(models.Model):
     """A searchable passage of one document version.
 
-    Audience, segments and `is_live` are copied from the document so that every search filter
-    is a column of this table (filters run inside the index scans, never after them).
+    Audience and segments are copied from the document version (and `is_live` is set when the
+    version goes live) so that every search filter is a column of this table (filters run
+    inside the index scans, never after them).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from supportbot.errors import ApplicationError
-from supportbot.middleware import error_response, is_api_request, too_large_response
+from supportbot.input_guard import error_response, is_api_request, too_large_response
 
 
 def _first_message(detail) -> str:
