@@ -107,6 +107,27 @@ def live_stack():
     stack.drop(running)
 
 
+class CspWatch:
+    """Collects Content-Security-Policy violations that Chromium reports on a page's console
+    (its frames included): a test asserts `violations == []` after using the pages."""
+
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+
+    def watch(self, page):
+        page.on("console", lambda message: self._record(page, message))
+        return page
+
+    def _record(self, page, message) -> None:
+        if "Content Security Policy" in message.text:
+            self.violations.append(f"{page.url}: {message.text}")
+
+
+@pytest.fixture
+def csp():
+    return CspWatch()
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian Chromium driven by Playwright (skips locally without it; fails under CI=true).

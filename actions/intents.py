@@ -1,36 +1,110 @@
-"""Deterministic tool proposals from the customer's own words (checked before any model).
+"""What the customer's own words ask the order tools for (checked before any model).
 
-- An order id (`A-1042`) with refund words and a stated amount ("refund $40 for A-1042")
-  proposes `request_refund` for that amount.
-- An order id with refund words but no amount proposes `check_order` with
-  `follow_up="ask_refund_amount"`: the bot shows the order and asks how much to refund.
-  We never guess the amount (not even the full order total) — a wrong financial action is
-  worse than one more question.
-- An order id with status words ("where is A-1042?", "A-1042 hasn't arrived") or alone
-  proposes `check_order`; a how-to question that merely names an order goes to the help
-  center. Ids named as claims, tickets or RMAs are not orders.
-- No order id: None (the model may still propose; `action_propose` validates either way).
+The result is one of:
+- `Proposal("check_order")` — look the order up now (a read: fresh provider data each time).
+  Status questions, questions about a refund ("where is my refund for A-1042?", "did you
+  refund me?"), a refund request without an amount (the bot shows the order and asks how
+  much), and a bare order id.
+- `Proposal("request_refund")` — a refund *request* with one order and one readable amount in
+  the order's currency (or "a full refund"). It only ever becomes a proposal card: nothing is
+  executed until the customer confirms that exact proposal.
+- `Clarify(code)` — the request is a refund request but cannot be proposed as written: two
+  orders, an ambiguous or foreign-currency amount, several amounts, someone else's order.
+- None — nothing for the tools (the help center answers; hypotheticals land here too).
+
+Never a refund from: questions about a refund, negations ("don't refund…", "not yet"),
+hypotheticals ("what would happen if I asked for a refund…"), words inside quotes (an
+instruction the customer is quoting), sarcasm markers, or another person's order.
+Amounts are read by `actions.money` (babel + number_parser), never from an order id.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+from actions.money import Money, read_amounts
+
 ORDER_ID = re.compile(r"\b([A-Z]-\d{3,8})\b", re.IGNORECASE)
+# Ids that are not orders: warranty claims, tickets, return authorizations.
+NOT_AN_ORDER = re.compile(r"\b(claim|ticket|case|rma|reference|ref)\s*#?\s*$", re.IGNORECASE)
+
 REFUND = re.compile(
     r"\b(refund\w*|reimburs\w*|money back|pay(ing)? me back|give me back|"
-    r"return (my|the) money|charge(d)? back my|credit (it )?back)\b",
+    r"return (my|the) money|charge(d)? back my|credit (it )?back|"
+    r"(\d+|dollars?|bucks|euros?|pounds?|money|cash) back)\b",
     re.IGNORECASE,
 )
-AMOUNT = re.compile(
-    r"(?:\$|usd\s?)\s?(\d{1,6}(?:[.,]\d{1,2})?)\b"
-    r"|\b(\d{1,6}(?:[.,]\d{1,2})?)\s?(?:\$|usd\b|dollars?\b|bucks\b)",
+# Questions about a refund that may already exist: these look the order up, never refund.
+REFUND_QUESTION = re.compile(
+    r"\b(where('?s| is| are)? (my|the|our) (refund|money)|"
+    r"(did|have|has|haven'?t|hasn'?t|didn'?t) (you|u) (already |even |yet |ever )*"
+    r"(refund|reimburs|process|issue|send|sent|pay|paid)\w*|"
+    r"(did|have|has|haven'?t|hasn'?t|didn'?t|was|were|is) (i|it|my \w+|the \w+) "
+    r"(been |already |even |yet |ever )*(refund|reimburs|get|got|gotten|receiv)\w*|"
+    r"(refund|reimbursement)'?s? (status|update|progress)|status of (my|the) (refund|money)|"
+    r"(when|how (long|soon)) (will|do|does|would|can|is) (i|it|my|the|refunds?|you)\b[^.?!]*"
+    r"(refund|money|back)|still waiting|track(ing)? (my|the) refund|any news|"
+    r"(is|was) (my|the) (refund|money)|(received|got|seen) (my|the|a|any) (refund|money)|"
+    r"(how|what) (do|does|did|is|are) (refunds?|the refund)|"
+    r"why (haven'?t|hasn'?t|didn'?t|did|have|has)[^.?!]*refund|how (long|soon|quickly)\b[^.?!]*"
+    r"(refund|money back)|(refund|money)[^.?!]*(arrive|show up|take|come through)|"
+    r"\b(has|have|was|were|is) (my |the |your |this |that )?(refund|money|reimbursement|it)\b"
+    r"[^.?!]*\b(processed|issued|sent|approved|completed|refunded|credited)\b)",
     re.IGNORECASE,
 )
-
-
+NEGATION = re.compile(
+    r"\b(don'?t|do not|dont|doesn'?t|does not|never|no need to|without|stop|hold off( on)?|"
+    r"shouldn'?t|should not|won'?t|will not|wouldn'?t)(\W+\w+){0,2}?\W+(refund|reimburs)|"
+    r"\bnot (a |to |want a |yet )?(refund|reimburs)|\bno refunds?\b|"
+    r"\brefund\w*\b[^.?!]*\b(not yet|yet\W+i only|later)\b|"
+    r"\b(cancel|withdraw|forget)\w* (the |my |that )?(refund|request)|"
+    r"\b(actually|wait|on second thought|scratch that)\b[^?!]*\b(no|don'?t|never ?mind|cancel|"
+    r"not)\b|\bno,? don'?t\b",
+    re.IGNORECASE,
+)
+HYPOTHETICAL = re.compile(
+    r"\b(what (would|will|could) happen|what if|what happens|if i (were to |was to )?"
+    r"(ask|asked|want|wanted|request|requested|say|said|got|need|needed)|hypothetical\w*|suppos\w*|"
+    r"in theory|theoretically|just curious|out of curiosity|would i (be able|get|be)|"
+    r"is it possible|am i (able|eligible|allowed)|can refunds?|could refunds?|in case|"
+    r"imagine|let'?s say|do you (do|offer|allow) refunds?)\b",
+    re.IGNORECASE,
+)
+# Instructions aimed at the bot rather than a customer's ask: never a tool call.
+INJECTION = re.compile(
+    r"\b(ignore|disregard|forget|override) (all |any |the |your |my )?(previous |prior |above |"
+    r"earlier )?(instructions|rules|prompts?|policy|policies|guidelines)\b|"
+    r"^\W*(system|assistant|developer|tool)\s*:|\n\s*(system|assistant|developer|tool)\s*:|"
+    r"\b(new|updated) (rule|instruction|policy)\b|\byou are now\b|\bdeveloper mode\b|"
+    r"</?\s*(passages?|system|instructions?)\s*>|\bjailbreak\b",
+    re.IGNORECASE,
+)
+SARCASM = re.compile(r"\b(yeah right|as if|lol|lmao|rofl|sure,? why not|/s)\b|/s\b", re.IGNORECASE)
+THIRD_PARTY = re.compile(
+    r"\b(my (friend|wife|husband|partner|boyfriend|girlfriend|brother|sister|mother|mom|mum|"
+    r"father|dad|son|daughter|colleague|co-?worker|boss|neighbou?r|roommate|flatmate|cousin|"
+    r"aunt|uncle|kid|child|parents?|grand\w+)'?s?|someone else'?s?|somebody else'?s?|"
+    r"another (customer|person|account)'?s?|on behalf of|his order|her order|their order|"
+    r"for (him|her|them)\b)",
+    re.IGNORECASE,
+)
+FULL = re.compile(
+    r"\b(full|whole|entire|complete|total) (refund|amount|price|order|sum)|"
+    r"refund (it |me |the order |everything |all )?(in full|fully|completely)|"
+    r"(all|everything) (of )?my money back|refund (everything|all of it)\b",
+    re.IGNORECASE,
+)
+REQUEST = re.compile(
+    r"\b(i('?d| would)? (like|want|need|wish)|i'?m (asking|requesting)|"
+    r"(please|pls|plz|kindly)\b|(can|could|would|will) (you|u) (please )?|"
+    r"(can|could|may) i (please )?(get|have|receive)|requesting|request(ing)? a|"
+    r"give me|send me|process|issue|refund me|refund (the|my|order)|go ahead and|"
+    r"i demand|i'?m owed|want (my|a|the)|get (my|a) refund|refund \$?\d|refund [A-Z]-\d)",
+    re.IGNORECASE,
+)
 # Order status and whereabouts: these look the order up.
 STATUS = re.compile(
     r"\b(where|status|track\w*|arriv\w*|deliver\w*|shipp?ed|dispatch\w*|when will|eta|late|"
@@ -38,8 +112,24 @@ STATUS = re.compile(
     r"hasn'?t (come|arrived))\b",
     re.IGNORECASE,
 )
-# Ids that are not orders: warranty claims, tickets, return authorizations.
-NOT_AN_ORDER = re.compile(r"\b(claim|ticket|case|rma|reference|ref)\s*#?\s*$", re.IGNORECASE)
+# Text between quotes is someone else's words (a quoted instruction), not the customer's ask.
+QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|«[^»]*»|(?<![\w])'[^']{3,}'(?![\w])|`[^`]*`")
+REPORTED = re.compile(
+    r"\b(said|says|told me|wrote|writes|texted|asked me)\b[:,]?\s*(to )?(\"|“|')?.*$", re.IGNORECASE
+)
+# A whole message that answers a proposal card.
+AFFIRM = re.compile(
+    r"^\W*(yes|yep|yeah|yup|ya|y|sure|ok|okay|confirm(ed)?|go ahead|do it|please do|"
+    r"correct|that'?s (right|correct)|right|approved?|proceed|sounds good)"
+    r"(\W+(please|thanks|thank you|do it|go ahead|confirm|that'?s right|it is|correct))*\W*$",
+    re.IGNORECASE,
+)
+DECLINE = re.compile(
+    r"^\W*(no|nope|nah|n|cancel( it| that| the refund)?|don'?t|do not|stop|never ?mind|"
+    r"forget it|no thanks|no thank you|not now|wait)(\W+(please|thanks|thank you|"
+    r"don'?t do it|cancel( it)?))*\W*$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -51,44 +141,154 @@ class Proposal:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def _amount(text: str) -> float | None:
-    match = AMOUNT.search(ORDER_ID.sub(" ", text))
-    if not match:
-        return None
-    raw = (match.group(1) or match.group(2)).replace(",", ".")
-    return float(raw)
+@dataclass(frozen=True)
+class Clarify:
+    """A refund request the bot must ask back about (nothing is proposed)."""
+
+    code: str  # which_order | which_amount | ambiguous_amount | foreign_currency | not_yours |
+    #            amount_words
+    order_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
-def propose_from_text(text: str) -> Proposal | None:
-    """The tool call the customer's words ask for, or None. Arguments are validated later."""
-    if not isinstance(text, str):
+def _unquoted(text: str) -> str:
+    """The customer's own words: quoted passages and reported speech removed."""
+    text = QUOTED.sub(" ", text)
+    return REPORTED.sub(" ", text)
+
+
+def order_ids(text: str) -> list[str]:
+    """Order ids named in `text` (upper case, first mention order), claims/tickets excluded."""
+    found = []
+    for m in ORDER_ID.finditer(text):
+        if NOT_AN_ORDER.search(text[max(0, m.start() - 12) : m.start()]):
+            continue
+        if m.group(1).upper() not in found:
+            found.append(m.group(1).upper())
+    return found
+
+
+def is_affirmation(text: str) -> bool:
+    return isinstance(text, str) and len(text) <= 60 and bool(AFFIRM.match(text.strip()))
+
+
+def is_decline(text: str) -> bool:
+    return isinstance(text, str) and len(text) <= 60 and bool(DECLINE.match(text.strip()))
+
+
+def refund_kind(text: str) -> str | None:
+    """How `text` relates to a refund: request | question | negated | hypothetical | sarcasm |
+    third_party | injection | None (no refund words in the customer's own words)."""
+    own = _unquoted(text)
+    if not REFUND.search(own):
         return None
-    ids = {
-        m.group(1).upper()
-        for m in ORDER_ID.finditer(text)
-        if not NOT_AN_ORDER.search(text[max(0, m.start() - 12) : m.start()])
-    }
-    if len(ids) != 1:  # none, or ambiguous: let the bot ask which order
+    if INJECTION.search(text):
+        return "injection"
+    if THIRD_PARTY.search(own):
+        return "third_party"
+    if NEGATION.search(own):
+        return "negated"
+    if HYPOTHETICAL.search(own):
+        return "hypothetical"
+    if SARCASM.search(own):
+        return "sarcasm"
+    if REFUND_QUESTION.search(own):
+        return "question"
+    if (
+        REQUEST.search(own)
+        or FULL.search(own)
+        or own.strip().endswith(("!", "."))
+        or ("?" not in own and len(own.split()) <= 12)
+    ):
+        return "request"
+    return "question"
+
+
+def _money_arguments(money: Money) -> dict[str, Any]:
+    return {"amount": float(money.amount), "currency": money.currency}
+
+
+def propose_from_text(text: str, *, currency: str = "USD") -> Proposal | Clarify | None:
+    """The tool call the customer's words ask for, a question back, or None.
+
+    `currency` is the shop's currency: an amount in another one is asked back, never
+    converted. Arguments are validated again by `action_propose`.
+    """
+    if not isinstance(text, str) or not text.strip():
         return None
-    order_id = ids.pop()
-    if REFUND.search(text):
-        amount = _amount(text)
-        if amount is not None:
+    own = _unquoted(text)
+    ids = order_ids(own)
+    kind = refund_kind(text)
+    if kind == "request":
+        if THIRD_PARTY.search(own):
+            return Clarify("not_yours", ids[0] if ids else None)
+        if len(ids) > 1:
+            return Clarify("which_order", detail={"order_ids": ids})
+        reading = read_amounts(own)
+        amounts = reading.distinct()
+        full = bool(FULL.search(own))
+        if not ids:
+            return Clarify("which_order") if amounts or full else None
+        order_id = ids[0]
+        if reading.ambiguous:
+            return Clarify("ambiguous_amount", order_id, {"written": reading.ambiguous[0]})
+        if len(amounts) > 1:
+            return Clarify("which_amount", order_id, {"amounts": [str(m) for m in amounts]})
+        if amounts:
+            money = amounts[0]
+            if money.currency != currency:
+                return Clarify(
+                    "foreign_currency", order_id, {"written": money.written, "currency": currency}
+                )
             return Proposal(
                 tool="request_refund",
                 arguments={
                     "order_id": order_id,
-                    "amount": amount,
+                    **_money_arguments(money),
                     "reason": "Customer asked for a refund in chat.",
                 },
+                detail={"amount_written": money.written},
             )
+        if full:
+            return Proposal(
+                tool="request_refund",
+                arguments={
+                    "order_id": order_id,
+                    "amount": "full",
+                    "currency": currency,
+                    "reason": "Customer asked for a full refund in chat.",
+                },
+                detail={"amount_written": "full refund"},
+            )
+        if reading.bare_numbers:
+            return Clarify("ambiguous_amount", order_id, {"written": reading.bare_numbers[0]})
         return Proposal(
-            tool="check_order",
-            arguments={"order_id": order_id},
-            follow_up="ask_refund_amount",
+            tool="check_order", arguments={"order_id": order_id}, follow_up="ask_refund_amount"
         )
-    if STATUS.search(text) or len(text.split()) <= 4:
+    if kind == "third_party":
+        return Clarify("not_yours", ids[0] if ids else None) if ids else None
+    if len(ids) != 1:  # none, or several: the bot asks which order (or answers from docs)
+        return Clarify("which_order", detail={"order_ids": ids}) if len(ids) > 1 else None
+    order_id = ids[0]
+    if kind in ("question", "negated") or STATUS.search(own) or len(own.split()) <= 4:
         return Proposal(tool="check_order", arguments={"order_id": order_id})
-    # A how-to question that merely names an order ("how do I return A-1042?") is answered
-    # from the help center.
+    # A how-to question or hypothetical that merely names an order is answered from the help
+    # center ("how do I return A-1042?", "what would happen if I asked for a refund on A-1042").
     return None
+
+
+def amount_matches_words(amount: Any, text: str, *, currency: str = "USD") -> bool:
+    """True when `amount` is exactly one of the amounts the customer wrote (whole readings)."""
+    try:
+        wanted = Decimal(str(amount)).quantize(Decimal("0.01"))
+    except ArithmeticError:
+        return False
+    return any(
+        m.amount == wanted and m.currency == currency
+        for m in read_amounts(_unquoted(text)).distinct()
+    )
+
+
+def order_id_in_words(order_id: Any, text: str) -> bool:
+    """True when `order_id` is one of the order ids the customer wrote (a whole token)."""
+    return isinstance(order_id, str) and order_id.strip().upper() in order_ids(_unquoted(text))

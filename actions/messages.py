@@ -57,6 +57,12 @@ def _order_text(order: dict) -> str:
     return " ".join(parts)
 
 
+def _what(action: ActionRequest) -> str:
+    amount = action.arguments.get("amount", 0)
+    figure = _money(amount) if amount != "full" else "the full amount"
+    return f"refund of {figure} for order {action.arguments.get('order_id', '')}"
+
+
 def _rejected(action: ActionRequest) -> str:
     code = action.error_code
     order_id = action.arguments.get("order_id", "")
@@ -76,26 +82,85 @@ def _rejected(action: ActionRequest) -> str:
             "options with you."
         )
     if code == "amount_exceeds_order":
+        amount = action.arguments.get("amount", 0)
+        if amount == "full":
+            return f"Order {order_id} has nothing left to refund."
         return (
-            f"A refund of {_money(action.arguments.get('amount', 0))} is more than what can "
-            f"still be refunded for order {order_id}."
+            f"A refund of {_money(amount)} is more than what can still be refunded for order "
+            f"{order_id}."
+        )
+    if code == "currency_mismatch":
+        return (
+            f"Order {order_id} was paid in "
+            f"{action.order_snapshot.get('currency') or 'another currency'}; please tell me the "
+            "amount in that currency."
         )
     return "I can't do that for this order. A person from our team can help."
+
+
+def proposal_summary(action: ActionRequest) -> str:
+    """One line: what the proposal does ("Refund $40.00 for order A-1042")."""
+    order_id = action.arguments.get("order_id", "")
+    if action.tool == "request_refund":
+        amount = action.arguments.get("amount")
+        figure = _money(amount) if amount not in (None, "full") else "the full amount"
+        return f"Refund {figure} for order {order_id}"
+    return f"Look up order {order_id}"
+
+
+def proposal_next_step(action: ActionRequest) -> str:
+    """What happens when the customer confirms (policy decides; the text never promises)."""
+    if action.tool != "request_refund":
+        return ""
+    tenant = action.tenant
+    try:
+        amount = Decimal(str(action.arguments.get("amount")))
+    except ArithmeticError:
+        amount = Decimal(0)
+    if amount > tenant.refund_auto_limit:
+        return (
+            "If you confirm, a person from our team reviews it first, then it goes back to your "
+            "original payment method."
+        )
+    return (
+        "If you confirm, I submit it to our payment system now; refunds reach your original "
+        "payment method within 5-10 business days. Refunds above your daily limit wait for a "
+        "quick review."
+    )
 
 
 def customer_text(action: ActionRequest) -> str:
     """The customer-facing sentence(s) for the action's current ledger state."""
     if action.state == State.REJECTED:
         return _rejected(action)
+    if action.state == State.AWAITING_CONFIRMATION and action.tool == "request_refund":
+        return (
+            f"I can request a {_what(action)}. Please confirm to go ahead, or cancel. "
+            f"{proposal_next_step(action)}"
+        )
+    if action.state == State.CANCELLED:
+        if action.error_code == "duplicate":
+            return "That refund was already requested."
+        return f"OK — I won't request the {_what(action)}. Nothing was refunded."
+    if action.state == State.EXPIRED:
+        return (
+            f"The proposed {_what(action)} expired before it was confirmed, so nothing was "
+            "refunded. Ask again if you still want it."
+        )
     if action.state == State.FAILED and action.attempts == 0:
+        if action.error_code in ("order_not_found",):
+            return NOT_FOUND
+        if action.error_code == "amount_exceeds_order":
+            return (
+                f"The {_what(action)} can't be made: the order no longer has that much left to "
+                "refund. Nothing was refunded."
+            )
         return UNAVAILABLE
     if action.tool == "check_order":
         if action.state == State.SUCCEEDED:
             return _order_text(action.result or action.order_snapshot)
         return "I'm looking up that order now."
-    amount = _money(action.arguments.get("amount", 0))
-    order_id = action.arguments.get("order_id", "")
-    what = f"refund of {amount} for order {order_id}"
+    what = _what(action)
     if action.state == State.SUCCEEDED:
         return (
             f"Your {what} was submitted and confirmed. Reference: {action.provider_request_id}. "
@@ -120,6 +185,12 @@ def customer_text(action: ActionRequest) -> str:
         return (
             f"Your {what} was sent, and we're confirming it with our payment system. I'll tell "
             "you here as soon as it's confirmed — there's no need to ask again."
+        )
+    if action.state == State.APPROVED and action.error_code == "provider_unavailable":
+        return (
+            f"Your {what} is approved, but I couldn't reach our payment system to submit it yet. "
+            "I'll retry automatically and tell you here once it's confirmed — nothing was "
+            "refunded so far."
         )
     # proposed, approved, executing
     return f"I'm submitting your {what} now. I'll confirm once our payment system answers."

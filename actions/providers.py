@@ -31,6 +31,13 @@ class ProviderUnavailable(ProviderError):
     code = "provider_unavailable"
 
 
+class ProviderBadResponse(ProviderUnknown):
+    """The provider answered, but not with the JSON its contract promises (HTML, missing or
+    mistyped fields). For a write the outcome is unknown (look it up); a read failed."""
+
+    code = "provider_bad_response"
+
+
 class ProviderRejected(ProviderError):
     """The provider answered with a definitive refusal (4xx)."""
 
@@ -92,14 +99,31 @@ class OrderProvider:
             response.status_code, str(body.get("error", "")), str(body.get("detail", ""))[:300]
         )
 
+    @staticmethod
+    def _json(response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            kind = response.headers.get("content-type", "no content type")
+            raise ProviderBadResponse(
+                f"provider answered {response.status_code} with a non-JSON body ({kind})"
+            ) from exc
+
     def get_order(self, order_id: str) -> dict[str, Any] | None:
-        """The order, or None when the provider has no such order."""
+        """The order, or None when the provider has no such order.
+
+        Raise ProviderBadResponse unless the body has the contract's fields with their types.
+        """
         response = self._send("GET", f"/orders/{order_id}")
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise self._rejected(response)
-        return response.json()
+        order = self._json(response)
+        problem = order_problem(order)
+        if problem:
+            raise ProviderBadResponse(f"order body {problem}")
+        return order
 
     def create_refund(
         self, *, order_id: str, amount: Decimal, reason: str, idempotency_key: str
@@ -113,12 +137,44 @@ class OrderProvider:
         )
         if response.status_code not in (200, 201):
             raise self._rejected(response)
-        return response.json()
+        record = self._json(response)
+        if not isinstance(record, dict):
+            raise ProviderBadResponse("refund body is not an object")
+        return record
 
     def find_refund(self, *, idempotency_key: str) -> dict[str, Any] | None:
         """The refund committed under `idempotency_key`, or None if there is none."""
         response = self._send("GET", "/refunds", params={"idempotency_key": idempotency_key})
         if response.status_code != 200:
             raise self._rejected(response)
-        results = response.json().get("results", [])
+        body = self._json(response)
+        results = body.get("results") if isinstance(body, dict) else None
+        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+            raise ProviderBadResponse("refund lookup body has no 'results' list")
         return results[0] if results else None
+
+
+def _decimal(value: Any) -> Decimal | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        return None
+    return number if number.is_finite() else None
+
+
+def order_problem(order: Any) -> str | None:
+    """What is wrong with an order body (None when it fits the contract)."""
+    if not isinstance(order, dict):
+        return "is not an object"
+    for name in ("id", "owner", "status", "currency"):
+        if not isinstance(order.get(name), str) or not order.get(name):
+            return f"has no string {name!r}"
+    amount = _decimal(order.get("amount"))
+    if amount is None or amount < 0:
+        return "has no numeric 'amount'"
+    refunded = order.get("refunded_amount", 0)
+    if refunded is not None and (_decimal(refunded) is None or _decimal(refunded) < 0):
+        return "has a non-numeric 'refunded_amount'"
+    return None

@@ -18,6 +18,7 @@ from conversations.models import Customer
 
 ORDER_ID_PATTERN = r"^[A-Za-z]-\d{3,8}$"
 MAX_REFUND = 100000
+FULL_AMOUNT = "full"
 
 
 class ArgumentsInvalid(ValueError):
@@ -63,6 +64,10 @@ class Tool:
             raise ArgumentsInvalid(first.message, field=field)
         return self.normalize(arguments)
 
+    @property
+    def is_write(self) -> bool:
+        return self.risk != ActionRequest.Risk.READ
+
     def key_arguments(self, normalized: dict[str, Any]) -> str:
         return json.dumps({k: normalized[k] for k in self.key_fields}, sort_keys=True)
 
@@ -88,9 +93,12 @@ def _normalize_check_order(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _normalize_refund(arguments: dict[str, Any]) -> dict[str, Any]:
+    amount = arguments["amount"]
     return {
         "order_id": _order_id(arguments["order_id"]),
-        "amount": f"{_money(arguments['amount']):.2f}",
+        # "full": the order's refundable amount, read from the provider when it is checked.
+        "amount": FULL_AMOUNT if amount == FULL_AMOUNT else f"{_money(amount):.2f}",
+        "currency": arguments.get("currency", "USD"),
         "reason": " ".join(arguments["reason"].split())[:500],
     }
 
@@ -132,8 +140,15 @@ TOOLS: dict[str, Tool] = {
             "type": "object",
             "properties": {
                 "order_id": _ORDER_ID,
-                # A JSON number: strings, booleans and nulls are wrong types.
-                "amount": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_REFUND},
+                # A JSON number (strings other than "full", booleans and nulls are wrong
+                # types), or "full": the order's refundable amount.
+                "amount": {
+                    "anyOf": [
+                        {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_REFUND},
+                        {"const": FULL_AMOUNT},
+                    ]
+                },
+                "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
                 "reason": {"type": "string", "minLength": 1, "maxLength": 500},
             },
             "required": ["order_id", "amount", "reason"],
@@ -161,10 +176,18 @@ def proposal_response_format() -> dict[str, Any]:
     `{"tool": "none"}`. Split it with `proposal_parse` and pass it to `action_propose`, which
     validates everything again.
     """
+
+    def model_properties(tool: Tool) -> dict[str, Any]:
+        properties = dict(tool.schema["properties"])
+        properties.pop("currency", None)
+        if "amount" in properties:  # the model states a figure, never "full"
+            properties["amount"] = {"type": "number", "exclusiveMinimum": 0}
+        return properties
+
     variants = [
         {
             "type": "object",
-            "properties": {"tool": {"const": tool.name}, **tool.schema["properties"]},
+            "properties": {"tool": {"const": tool.name}, **model_properties(tool)},
             "required": ["tool", *tool.schema["required"]],
             "additionalProperties": False,
         }

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from actions.models import ActionRequest, ProviderConfig
-from conversations.models import Customer
+from actions.messages import customer_text, proposal_next_step, proposal_summary
+from actions.models import ActionPolicy, ActionRequest, ProviderConfig, default_approver_roles
+from conversations.models import Customer, Message
 from supportbot.errors import NotFound
 from supportbot.models import AuditEvent, Membership, Tenant
 
 AUDIT_TARGET = "action_request"
 # States whose refund amount counts against the customer's daily limit (done or on its way).
 LIMIT_STATES = ("awaiting_approval", "approved", "executing", "unknown", "succeeded")
+WRITE_TOOLS = ("request_refund",)
 
 
 def provider_config_get(*, tenant: Tenant) -> ProviderConfig | None:
@@ -94,6 +97,93 @@ def console_tenants(*, user) -> QuerySet[Tenant]:
     return Tenant.objects.filter(memberships__user=user).order_by("slug")
 
 
-def can_decide(*, user, tenant: Tenant) -> bool:
-    """Agents and admins of the tenant decide approvals (staff operators only watch)."""
-    return Membership.objects.filter(tenant=tenant, user=user).exists()
+def can_see(*, user, tenant: Tenant) -> bool:
+    """Members of the tenant and staff operators see its ledger."""
+    return user.is_staff or Membership.objects.filter(tenant=tenant, user=user).exists()
+
+
+def can_decide(*, user, tenant: Tenant, action: ActionRequest | None = None) -> bool:
+    """Whether `user` may decide approvals (of `action`): a member whose role the tenant's
+    policy allows for its risk class, and never the person who proposed it."""
+    membership = Membership.objects.filter(tenant=tenant, user=user).first()
+    if membership is None:
+        return False
+    if action is None:
+        return True
+    if action.initiated_by_id and action.initiated_by_id == user.pk:
+        return False
+    policy = ActionPolicy.objects.filter(tenant=tenant).first()
+    roles = policy.approver_roles if policy else default_approver_roles()
+    return membership.role in roles.get(action.risk, [])
+
+
+def action_card(action: ActionRequest) -> dict[str, Any]:
+    """The public shape of an action for the customer's chat (card) and partner API.
+
+    Built from the ledger row only: what would happen, the state, the text the customer is
+    shown, and the version a confirmation must name.
+    """
+    arguments = action.arguments or {}
+    amount = arguments.get("amount")
+    return {
+        "id": action.pk,
+        "version": action.version,
+        "tool": action.tool,
+        "state": action.state,
+        "conversation_id": action.conversation_id,
+        "order_id": arguments.get("order_id"),
+        "amount": amount if action.tool in WRITE_TOOLS else None,
+        "currency": arguments.get("currency") if action.tool in WRITE_TOOLS else None,
+        "needs_confirmation": action.state == ActionRequest.State.AWAITING_CONFIRMATION,
+        "expires_at": action.expires_at.isoformat() if action.expires_at else None,
+        "summary": proposal_summary(action),
+        "next_step": proposal_next_step(action),
+        "text": customer_text(action),
+        "provider_reference": action.provider_request_id or None,
+    }
+
+
+def action_load(*, action_id: int) -> ActionRequest:
+    action = ActionRequest.objects.select_related("tenant").filter(pk=action_id).first()
+    if action is None:
+        raise NotFound("No such action.")
+    return action
+
+
+def proposal_answered_by(*, message) -> ActionRequest | None:
+    """The proposal card a customer message answers: the newest open card of the
+    conversation, when `message` is the customer's first message after that card."""
+    card = (
+        ActionRequest.objects.select_related("tenant")
+        .filter(
+            conversation_id=message.conversation_id,
+            state=ActionRequest.State.AWAITING_CONFIRMATION,
+            proposal_message_id__isnull=False,
+            proposal_message_id__lt=message.pk,
+        )
+        .order_by("-proposal_message_id")
+        .first()
+    )
+    if card is None:
+        return None
+    between = Message.objects.filter(
+        conversation_id=message.conversation_id,
+        role=Message.Role.CUSTOMER,
+        pk__gt=card.proposal_message_id,
+        pk__lt=message.pk,
+    )
+    return None if between.exists() else card
+
+
+def action_cards_for_conversation(*, conversation_id: int) -> list[dict[str, Any]]:
+    """Cards of the write actions shown in a conversation (their current state)."""
+    rows = ActionRequest.objects.select_related("tenant").filter(
+        conversation_id=conversation_id, tool__in=WRITE_TOOLS
+    )
+    return [action_card(a) for a in rows.order_by("id")]
+
+
+def action_card_get(*, tenant: Tenant, action_id: int) -> dict[str, Any] | None:
+    action = ActionRequest.objects.select_related("tenant").filter(tenant=tenant, pk=action_id)
+    found = action.first()
+    return action_card(found) if found else None

@@ -1,7 +1,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from actions import views
+from actions import api, views
 
 app_name = "actions"
 
@@ -11,4 +11,14 @@ urlpatterns = [
     path("console/actions/", views.action_list, name="list"),
     path("console/actions/<int:action_id>/", views.action_detail, name="detail"),
     path("console/actions/<int:action_id>/decide", views.action_decide, name="decide"),
+    path(
+        "console/api/conversations/<int:conversation_id>/actions",
+        api.ConsoleActionProposeApi.as_view(),
+        name="api-propose",
+    ),
+    path(
+        "console/api/actions/<int:action_id>/decide",
+        api.ConsoleActionDecideApi.as_view(),
+        name="api-decide",
+    ),
 ]

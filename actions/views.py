@@ -12,13 +12,14 @@ from django.contrib.auth.views import LoginView
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import escape
 from django.views.decorators.http import require_POST
 
 from actions import selectors, services
 from actions.messages import customer_text
 from actions.models import ActionRequest
 from conversations import selectors as conversation_selectors
-from supportbot.errors import ApplicationError
+from supportbot.errors import ApplicationError, PermissionDenied
 
 LOGIN_URL = "/console/login/"  # one login for the whole console
 
@@ -95,7 +96,7 @@ def action_detail(request: HttpRequest, action_id: int) -> HttpResponse:
                 tenant=action.tenant, conversation_id=action.conversation_id
             ),
             "can_decide": action.state == ActionRequest.State.AWAITING_APPROVAL
-            and selectors.can_decide(user=request.user, tenant=action.tenant),
+            and selectors.can_decide(user=request.user, tenant=action.tenant, action=action),
         },
     )
 
@@ -119,6 +120,14 @@ def action_decide(request: HttpRequest, action_id: int) -> HttpResponse:
                 approve=decision == "approve",
                 reason=request.POST.get("reason", ""),
                 expected_version=expected_version,
+            )
+        except PermissionDenied as exc:
+            # Audited by the service; a clear 403, never a silent redirect.
+            return HttpResponse(
+                f"<p>{escape(exc.detail)}</p>"
+                f"<p><a href='{reverse('actions:detail', args=[action.pk])}'>"
+                "Back to the action</a></p>",
+                status=403,
             )
         except ApplicationError as exc:
             flash.error(request, exc.detail)

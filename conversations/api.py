@@ -14,10 +14,27 @@ from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRen
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from actions import selectors as action_selectors
 from conversations import orchestrator, selectors, services
 from conversations.models import Conversation, Message
 from supportbot.api import AUTH_ERRORS, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
+from supportbot.idempotency import IdempotentPostMixin
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Retry safely: the same key with the same body returns the saved response "
+        "(`Idempotent-Replayed: true`); with a different body 422; while the first request "
+        "runs 409. Kept 24 hours."
+    ),
+)
+IDEMPOTENCY_ERRORS = {
+    422: OpenApiResponse(ErrorSerializer, description="Idempotency-Key reused with another body.")
+}
 
 NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="No such row for this tenant.")}
 INVALID = {400: OpenApiResponse(ErrorSerializer, description="A field is invalid (named).")}
@@ -65,7 +82,24 @@ class ConversationSerializer(serializers.Serializer):
         }
 
 
-class ConversationCreateApi(APIView):
+class ActionCardSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    version = serializers.IntegerField()
+    tool = serializers.CharField()
+    state = serializers.CharField()
+    conversation_id = serializers.IntegerField()
+    order_id = serializers.CharField(allow_null=True)
+    amount = serializers.CharField(allow_null=True)
+    currency = serializers.CharField(allow_null=True)
+    needs_confirmation = serializers.BooleanField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    summary = serializers.CharField()
+    next_step = serializers.CharField(allow_blank=True)
+    text = serializers.CharField()
+    provider_reference = serializers.CharField(allow_null=True)
+
+
+class ConversationCreateApi(IdempotentPostMixin, APIView):
     class InputSerializer(serializers.Serializer):
         class CustomerSerializer(serializers.Serializer):
             external_id = serializers.CharField(max_length=200)
@@ -76,8 +110,9 @@ class ConversationCreateApi(APIView):
 
     @extend_schema(
         operation_id="conversations_create",
+        parameters=[IDEMPOTENCY_HEADER],
         request=InputSerializer,
-        responses={201: ConversationSerializer, **INVALID, **AUTH_ERRORS},
+        responses={201: ConversationSerializer, **INVALID, **AUTH_ERRORS, **IDEMPOTENCY_ERRORS},
     )
     def post(self, request):
         tenant = request_tenant(request)
@@ -114,7 +149,7 @@ class EventStreamRenderer(BaseRenderer):
         return json.dumps(data).encode()
 
 
-class ConversationMessagesApi(APIView):
+class ConversationMessagesApi(IdempotentPostMixin, APIView):
     """POST sends a customer message; GET pages through the history (cursor)."""
 
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer, EventStreamRenderer]
@@ -127,6 +162,7 @@ class ConversationMessagesApi(APIView):
         message = MessageSerializer()
         reply = MessageSerializer(allow_null=True)
         duplicate = serializers.BooleanField()
+        action = ActionCardSerializer(allow_null=True)
 
     @extend_schema(
         operation_id="conversation_messages_create",
@@ -136,8 +172,11 @@ class ConversationMessagesApi(APIView):
             "(200) and never produces a second answer. A handoff or refusal says so in "
             "`reply.kind`/`reply.state` and carries no citations. With `Accept: "
             "text/event-stream` the reply streams as server-sent events (the same event types "
-            "as the WebSocket protocol)."
+            "as the WebSocket protocol). A refund is never executed from a message: the reply "
+            "carries an `action` card (`needs_confirmation: true`) that the customer confirms "
+            "with `POST …/actions/{id}/confirm`."
         ),
+        parameters=[IDEMPOTENCY_HEADER],
         request=InputSerializer,
         responses={
             201: OutputSerializer,
@@ -145,6 +184,7 @@ class ConversationMessagesApi(APIView):
             **INVALID,
             **NOT_FOUND,
             **AUTH_ERRORS,
+            **IDEMPOTENCY_ERRORS,
             409: OpenApiResponse(ErrorSerializer),
         },
     )
@@ -161,11 +201,17 @@ class ConversationMessagesApi(APIView):
         if "text/event-stream" in request.headers.get("Accept", ""):
             return _sse_response(kwargs)
         outcome = async_to_sync(orchestrator.handle_customer_message)(**kwargs)
+        card = outcome.action
+        if card is None and outcome.reply is not None and outcome.reply.meta.get("action_id"):
+            card = action_selectors.action_card_get(
+                tenant=tenant, action_id=outcome.reply.meta["action_id"]
+            )
         body = self.OutputSerializer(
             {
                 "message": outcome.customer_message,
                 "reply": outcome.reply,
                 "duplicate": outcome.duplicate,
+                "action": card,
             }
         ).data
         return Response(body, status=200 if outcome.duplicate else 201)
@@ -225,7 +271,74 @@ def _sse_response(kwargs: dict) -> StreamingHttpResponse:
     return response
 
 
-class HandoffCreateApi(APIView):
+class ActionAnswerApi(IdempotentPostMixin, APIView):
+    """The customer's answer to a proposal card (the partner's key vouches for the customer)."""
+
+    confirm = True
+
+    class InputSerializer(serializers.Serializer):
+        version = serializers.IntegerField(
+            min_value=1, help_text="The card's `version`: only that exact proposal is answered."
+        )
+
+    def post(self, request, conversation_id: int, action_id: int):
+        tenant = request_tenant(request)
+        conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        card = async_to_sync(orchestrator.answer_action)(
+            conversation=conversation,
+            action_id=action_id,
+            version=data.validated_data["version"],
+            confirm=self.confirm,
+            via="api",
+        )
+        return Response(ActionCardSerializer(card).data)
+
+
+ANSWER_RESPONSES = {
+    200: ActionCardSerializer,
+    **INVALID,
+    **NOT_FOUND,
+    **AUTH_ERRORS,
+    **IDEMPOTENCY_ERRORS,
+    409: OpenApiResponse(
+        ErrorSerializer,
+        description="Expired (`proposal_expired`), already answered (`invalid_state`) or a "
+        "stale version (`stale_version`, with `current_version`).",
+    ),
+}
+
+
+class ActionConfirmApi(ActionAnswerApi):
+    confirm = True
+
+    @extend_schema(
+        operation_id="conversation_action_confirm",
+        summary="Confirm a proposed action (executes within policy, or waits for approval)",
+        parameters=[IDEMPOTENCY_HEADER],
+        request=ActionAnswerApi.InputSerializer,
+        responses=ANSWER_RESPONSES,
+    )
+    def post(self, request, conversation_id: int, action_id: int):
+        return super().post(request, conversation_id, action_id)
+
+
+class ActionCancelApi(ActionAnswerApi):
+    confirm = False
+
+    @extend_schema(
+        operation_id="conversation_action_cancel",
+        summary="Cancel a proposed action (nothing executes)",
+        parameters=[IDEMPOTENCY_HEADER],
+        request=ActionAnswerApi.InputSerializer,
+        responses=ANSWER_RESPONSES,
+    )
+    def post(self, request, conversation_id: int, action_id: int):
+        return super().post(request, conversation_id, action_id)
+
+
+class HandoffCreateApi(IdempotentPostMixin, APIView):
     class InputSerializer(serializers.Serializer):
         detail = serializers.CharField(max_length=300, required=False, allow_blank=True)
 
@@ -238,6 +351,7 @@ class HandoffCreateApi(APIView):
     @extend_schema(
         operation_id="conversation_handoffs_create",
         summary="Hand the conversation to a person (idempotent: returns the open handoff)",
+        parameters=[IDEMPOTENCY_HEADER],
         request=InputSerializer,
         responses={201: OutputSerializer, 200: OutputSerializer, **NOT_FOUND, **AUTH_ERRORS},
     )
@@ -261,7 +375,7 @@ class HandoffCreateApi(APIView):
         return Response(self.OutputSerializer(body).data, status=201 if created else 200)
 
 
-class FeedbackCreateApi(APIView):
+class FeedbackCreateApi(IdempotentPostMixin, APIView):
     class InputSerializer(serializers.Serializer):
         rating = serializers.ChoiceField(choices=["helpful", "not_helpful"])
         comment = serializers.CharField(max_length=2000, required=False, allow_blank=True)
@@ -273,6 +387,7 @@ class FeedbackCreateApi(APIView):
 
     @extend_schema(
         operation_id="message_feedback_create",
+        parameters=[IDEMPOTENCY_HEADER],
         request=InputSerializer,
         responses={200: OutputSerializer, **INVALID, **NOT_FOUND, **AUTH_ERRORS},
     )

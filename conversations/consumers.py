@@ -16,6 +16,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.cache import cache
 
+from actions import selectors as action_selectors
 from conversations import orchestrator, selectors, services
 from conversations.identity import (
     identity_token_verify,
@@ -34,12 +35,26 @@ RATE_LIMIT_PER_MINUTE = 20
 HISTORY_LIMIT = 200
 
 
-def _start_session(payload: dict[str, Any]) -> dict[str, Any]:
-    """Resolve tenant, customer and conversation for a `session.start` event."""
+class OriginNotAllowed(ApplicationError):
+    status = 403
+    code = "origin_not_allowed"
+
+
+def _start_session(payload: dict[str, Any], *, origin: str | None) -> dict[str, Any]:
+    """Resolve tenant, customer and conversation for a `session.start` event.
+
+    The page's Origin must be one of the tenant's allowed origins or this product's own host,
+    so another site cannot drive a customer's chat from the customer's browser.
+    """
     slug = payload.get("tenant")
     if not isinstance(slug, str) or not slug:
         raise ApplicationError("tenant is required.", field="tenant")
     tenant = tenancy.tenant_get(slug=slug)
+    if not tenancy.tenant_origin_allowed(tenant=tenant, origin=origin):
+        raise OriginNotAllowed(
+            f"Origin {origin or '(none)'} may not open a chat of {tenant.slug}: "
+            "add it to the tenant's allowed origins."
+        )
     identity = payload.get("identity_token")
     if identity:
         verified = identity_token_verify(tenant=tenant, token=identity)
@@ -95,6 +110,9 @@ def _start_session(payload: dict[str, Any]) -> dict[str, Any]:
         "customer": customer,
         "conversation": conversation,
         "ready": {
+            "actions": action_selectors.action_cards_for_conversation(
+                conversation_id=conversation.pk
+            ),
             "type": "session.ready",
             "tenant": {"slug": tenant.slug, "name": tenant.name},
             "conversation_id": conversation.pk,
@@ -157,6 +175,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "feedback.send": self.on_feedback_send,
             "handoff.request": self.on_handoff_request,
             "handoff.contact": self.on_handoff_contact,
+            "action.confirm": self.on_action_answer,
+            "action.cancel": self.on_action_answer,
             "ping": self.on_ping,
         }.get(event["type"])
         if handler is None:
@@ -170,7 +190,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             await handler(event)
         except ApplicationError as exc:
-            await self.send_error(exc.code, exc.detail, field=exc.field, ref=event.get("ref"))
+            extra = {k: exc.extra[k] for k in ("state", "current_version") if k in exc.extra}
+            await self.send_error(
+                exc.code,
+                exc.detail,
+                field=exc.field,
+                ref=event.get("ref"),
+                action_id=event.get("action_id") if event["type"].startswith("action.") else None,
+                **extra,
+            )
         except Exception:
             logger.exception("chat event %s failed", event.get("type"))
             await self.send_error("internal", "Something went wrong; please try again.")
@@ -179,7 +207,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send_json({"type": "pong"})
 
     async def on_session_start(self, event: dict) -> None:
-        session = await database_sync_to_async(_start_session)(event)
+        try:
+            session = await database_sync_to_async(_start_session)(event, origin=self._origin())
+        except OriginNotAllowed as exc:
+            await self.send_error(exc.code, exc.detail)
+            await self.close(code=4403)
+            return
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         self.tenant = session["tenant"]
@@ -188,6 +221,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = services.conversation_group(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json(session["ready"])
+
+    def _origin(self) -> str | None:
+        for name, value in self.scope.get("headers", []):
+            if name == b"origin":
+                return value.decode("latin-1")
+        return None
 
     async def on_message_send(self, event: dict) -> None:
         client_message_id = event.get("client_message_id")
@@ -248,6 +287,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
             conversation=self.conversation, detail=detail[:300] or "handoff button", emit=self.emit
         )
 
+    async def on_action_answer(self, event: dict) -> None:
+        """The customer's Confirm / Cancel on a proposal card (that exact id and version)."""
+        action_id, version = event.get("action_id"), event.get("version")
+        if not isinstance(action_id, int) or isinstance(action_id, bool):
+            raise ApplicationError("action_id must be an integer.", field="action_id")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ApplicationError("version must be an integer.", field="version")
+        await orchestrator.answer_action(
+            conversation=self.conversation,
+            action_id=action_id,
+            version=version,
+            confirm=event["type"] == "action.confirm",
+            via="button",
+            emit=self.emit,
+        )
+
     async def on_handoff_contact(self, event: dict) -> None:
         email = event.get("email")
         if not isinstance(email, str):
@@ -285,6 +340,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def conversation_activity(self, event: dict) -> None:  # tenant-wide; not joined here
         return None
+
+    async def conversation_action(self, event: dict) -> None:
+        await self.emit({"type": "action.updated", "action": event["action"]})
 
 
 def _nul_field(event: dict) -> str | None:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,8 +26,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from actions import intents as action_intents
-from actions import messages as action_messages
 from actions import registry as action_registry
+from actions import selectors as action_selectors
 from actions import services as action_services
 from conversations import intents, selectors, services
 from conversations.models import Conversation, Message
@@ -82,6 +83,7 @@ class Outcome:
     reply: Message | None
     duplicate: bool = False
     handoff: Handoff | None = None
+    action: dict[str, Any] | None = None  # the action card this reply shows, if any
 
 
 @dataclass
@@ -154,6 +156,10 @@ async def respond(*, conversation_id: int, message: Message, emit: Emit = _noop)
     await emit({"type": "answer.started", "reply_to": message.pk, "message_id": reply.pk})
 
     started = time.monotonic()
+    answered = await _answer_pending_proposal(conversation, message, reply, emit, started)
+    if answered is not None:
+        return answered
+
     signal = intents.detect(message.text)
     if signal is not None:
         reason = {
@@ -164,6 +170,8 @@ async def respond(*, conversation_id: int, message: Message, emit: Emit = _noop)
         return await _hand_off(conversation, message, reply, reason, signal.detail, emit)
 
     proposal = await _propose_action(conversation, message)
+    if isinstance(proposal, action_intents.Clarify):
+        return await _clarify_action(conversation, message, reply, proposal, emit, started)
     if proposal is not None:
         return await _run_action(conversation, message, reply, proposal, emit, started)
 
@@ -288,17 +296,48 @@ ACTION_PROMPT = (
     "Answer with a tool call only. Use the order id and the amount exactly as the customer "
     "wrote them; if the customer did not state an amount, do not request a refund."
 )
+# "another refund", "a second refund": a deliberate refund beside one already made.
+DISTINCT_REFUND = re.compile(
+    r"\b(another|second|additional|extra|one more|separate)\b[^.?!]*\brefund|"
+    r"\brefund\w*\b[^.?!]*\b(again|as well|too)\b",
+    re.IGNORECASE,
+)
+CLARIFY_TEXT = {
+    "which_order": (
+        "Which order is this about? Please send one order number (it looks like A-1042) — "
+        "I handle one order at a time."
+    ),
+    "which_amount": (
+        "I see more than one amount ({amounts}). How much would you like refunded for order "
+        "{order_id}? Please send just that amount, like $25.00."
+    ),
+    "ambiguous_amount": (
+        "I want to get the amount exactly right: how much should I refund for order "
+        "{order_id}? Please write it like $1,000.50."
+    ),
+    "foreign_currency": (
+        'Order {order_id} is charged in {currency}, and I can\'t convert "{written}". How much '
+        "would you like refunded in {currency}?"
+    ),
+    "not_yours": (
+        "I can only help with orders on your own account. The person who placed the order can "
+        "ask for a refund from theirs, or a person from our team can help."
+    ),
+}
 
 
 async def _propose_action(conversation: Conversation, message: Message):
-    """A tool proposal for this message: deterministic signals first, then the model.
+    """A tool proposal (or a question back) for this message; deterministic rules first.
 
-    The model may only fill in what the customer wrote: a model-proposed amount or order id
-    that does not occur in the customer's own text is discarded here, and `action_propose`
-    validates everything again before anything runs.
+    The model may only fill in what the customer wrote: a model-proposed order id or amount
+    that is not one of the customer's own whole tokens (as our parsers read them) is
+    discarded, and `action_propose` validates everything again before anything runs. Even
+    then a write only becomes a card the customer must confirm.
     """
-    proposal = action_intents.propose_from_text(message.text)
-    if proposal is None or proposal.follow_up != "ask_refund_amount":
+    proposal = action_intents.propose_from_text(message.text, currency=settings.ACTIONS_CURRENCY)
+    if not isinstance(proposal, action_intents.Proposal):
+        return proposal
+    if proposal.follow_up != "ask_refund_amount":
         return proposal
     if not await _db(gateway.gateway_available)():
         return proposal
@@ -321,24 +360,33 @@ async def _propose_action(conversation: Conversation, message: Message):
     if parsed is None:
         return proposal
     tool, arguments = parsed
-    grounded = all(
-        _occurs_in(str(arguments.get(name, "")), message.text)
-        for name in ("order_id", "amount")
-        if name in arguments
+    grounded = action_intents.order_id_in_words(arguments.get("order_id"), message.text) and (
+        "amount" not in arguments
+        or action_intents.amount_matches_words(
+            arguments["amount"], message.text, currency=settings.ACTIONS_CURRENCY
+        )
     )
-    if not grounded:
+    if not grounded or (
+        tool == "request_refund" and action_intents.refund_kind(message.text) != "request"
+    ):
         logger.info("model proposal %s %s not grounded in the message; ignored", tool, arguments)
         return proposal
     return action_intents.Proposal(tool=tool, arguments=arguments, source="model")
 
 
-def _occurs_in(value: str, text: str) -> bool:
-    value = value.strip().lower().removesuffix(".0")
-    return bool(value) and value in text.lower().replace("$", " ").replace(",", "")
+async def _clarify_action(conversation, message, reply, clarify, emit: Emit, started: float):
+    detail = {"order_id": clarify.order_id or "", "amounts": "", "currency": "", "written": ""}
+    detail.update({k: v for k, v in clarify.detail.items() if isinstance(v, str)})
+    if "amounts" in clarify.detail:
+        detail["amounts"] = ", ".join(clarify.detail["amounts"])
+    text = CLARIFY_TEXT[clarify.code].format(**detail)
+    draft = Draft(text, Message.Kind.CLARIFY)
+    draft.stats["meta"] = {"action_clarify": clarify.code}
+    return await _finish(conversation, message, reply, draft, emit, started, stream=True)
 
 
 async def _run_action(conversation, message, reply, proposal, emit: Emit, started: float):
-    """Validate, check and run the proposed tool; the reply text comes from the ledger."""
+    """Validate and check the proposed tool: a read answers now, a write shows a card."""
     await _db(services.message_set_state)(message_id=message.pk, state=Message.State.CALLING_TOOL)
     try:
         action = await _db(action_services.action_propose)(
@@ -347,7 +395,10 @@ async def _run_action(conversation, message, reply, proposal, emit: Emit, starte
             tool=proposal.tool,
             arguments=proposal.arguments,
             source=proposal.source,
+            customer_message_id=message.pk,
+            distinct=bool(DISTINCT_REFUND.search(message.text)),
         )
+        fresh = action.state == "proposed"
         action = await _db(action_services.action_run)(action_id=action.pk)
     except ApplicationError as exc:
         # Rejected before any call (logged and audited by the actions app).
@@ -358,14 +409,102 @@ async def _run_action(conversation, message, reply, proposal, emit: Emit, starte
         draft = Draft(text, Message.Kind.ACTION)
         draft.stats["meta"] = {"action_rejected": exc.code}
         return await _finish(conversation, message, reply, draft, emit, started, stream=True)
-    text = action_messages.customer_text(action)
+    card = await _db(action_selectors.action_card)(action)
+    text = card["text"]
+    if action.is_write and not fresh and action.state != "awaiting_confirmation":
+        text = "You already asked for this refund. " + text
+    if (
+        action.tool == "check_order"
+        and action.state == "succeeded"
+        and action_intents.refund_kind(message.text) == "question"
+        and not float((action.result or {}).get("refunded_amount") or 0)
+    ):
+        text += " There is no refund on this order so far."
     if proposal.follow_up == "ask_refund_amount" and action.state == "succeeded":
-        text += " If you'd like a refund, tell me the amount and I'll request it."
-    await _db(action_services.action_mark_notified)(action_id=action.pk, state=action.state)
+        text += (
+            " If you'd like a refund, tell me the amount and I'll prepare it for you to confirm."
+        )
+    if action.state == "awaiting_confirmation":
+        await _db(action_services.action_attach_card)(action_id=action.pk, message_id=reply.pk)
+        card = await _db(action_selectors.action_card)(
+            await _db(action_selectors.action_load)(action_id=action.pk)
+        )
+    else:
+        await _db(action_services.action_mark_notified)(action_id=action.pk, state=action.state)
     draft = Draft(text, Message.Kind.ACTION)
     draft.stats["tool_outcome_ref"] = str(action.pk)
     draft.stats["meta"] = {"action_id": action.pk, "action_state": action.state}
-    return await _finish(conversation, message, reply, draft, emit, started, stream=True)
+    outcome = await _finish(conversation, message, reply, draft, emit, started, stream=True)
+    if action.is_write:
+        kind = "action.proposed" if card["needs_confirmation"] else "action.updated"
+        await emit({"type": kind, "action": card})
+    outcome.action = card
+    return outcome
+
+
+async def _answer_pending_proposal(conversation, message, reply, emit: Emit, started: float):
+    """A typed "yes" / "no" right after a proposal card confirms / cancels that card."""
+    affirm = action_intents.is_affirmation(message.text)
+    if not affirm and not action_intents.is_decline(message.text):
+        return None
+    pending = await _db(action_selectors.proposal_answered_by)(message=message)
+    if pending is None:
+        return None
+    try:
+        outcome_card = await answer_action(
+            conversation=conversation,
+            action_id=pending.pk,
+            version=pending.version,
+            confirm=affirm,
+            via="typed",
+            emit=emit,
+            post_notice=False,
+        )
+    except ApplicationError as exc:  # expired or answered meanwhile (another tab, the API)
+        outcome_card = await _db(action_selectors.action_card)(
+            await _db(action_selectors.action_load)(action_id=pending.pk)
+        )
+        outcome_card = {**outcome_card, "text": exc.detail}
+    draft = Draft(outcome_card["text"], Message.Kind.ACTION)
+    draft.stats["tool_outcome_ref"] = str(pending.pk)
+    draft.stats["meta"] = {"action_id": pending.pk, "action_state": outcome_card["state"]}
+    outcome = await _finish(conversation, message, reply, draft, emit, started, stream=True)
+    outcome.action = outcome_card
+    return outcome
+
+
+async def answer_action(
+    *,
+    conversation: Conversation,
+    action_id: int,
+    version: int,
+    confirm: bool,
+    via: str,
+    emit: Emit = _noop,
+    post_notice: bool = True,
+) -> dict[str, Any]:
+    """Apply the customer's confirmation or cancellation of a proposal; return its card.
+
+    Raise ApplicationError (Conflict for an expired, answered or stale proposal; NotFound for
+    an action that is not this customer's). With `post_notice`, the outcome is also posted in
+    the conversation (once per state) so every tab and the agent see it.
+    """
+    customer = await _db(selectors.customer_of)(conversation=conversation)
+    if confirm:
+        action = await _db(action_services.action_confirm)(
+            action_id=action_id, customer=customer, expected_version=version, via=via
+        )
+    else:
+        action = await _db(action_services.action_cancel)(
+            action_id=action_id, customer=customer, expected_version=version
+        )
+    if post_notice:
+        await _db(action_services.notify_customer)(action=action)
+    else:
+        await _db(action_services.action_mark_notified)(action_id=action.pk, state=action.state)
+    card = await _db(action_selectors.action_card)(action)
+    await emit({"type": "action.updated", "action": card})
+    return card
 
 
 # --------------------------------------------------------------------------- steps

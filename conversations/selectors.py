@@ -65,3 +65,8 @@ def recent_messages(*, conversation: Conversation, limit: int = 8) -> list[Messa
         .order_by("-id")[:limit]
     )
     return rows[::-1]
+
+
+def customer_of(*, conversation: Conversation) -> Customer:
+    """The conversation's customer, read fresh (safe to call from a sync executor)."""
+    return Customer.objects.get(pk=conversation.customer_id, tenant_id=conversation.tenant_id)

@@ -43,6 +43,7 @@ def message_as_event(message: Message) -> dict[str, Any]:
         "reply_to": message.reply_to_id,
         "citations": message.citations,
         "author": message.author_label if message.role == Message.Role.AGENT else "",
+        "action_id": (message.meta or {}).get("action_id"),
         "created_at": message.created_at.isoformat() if message.created_at else None,
     }
 

@@ -14,6 +14,16 @@ api_urlpatterns = [
         api.HandoffCreateApi.as_view(),
         name="conversation-handoffs",
     ),
+    path(
+        "conversations/<int:conversation_id>/actions/<int:action_id>/confirm",
+        api.ActionConfirmApi.as_view(),
+        name="conversation-action-confirm",
+    ),
+    path(
+        "conversations/<int:conversation_id>/actions/<int:action_id>/cancel",
+        api.ActionCancelApi.as_view(),
+        name="conversation-action-cancel",
+    ),
     path("messages/<int:message_id>/feedback", api.FeedbackCreateApi.as_view(), name="feedback"),
 ]
 

@@ -10,22 +10,25 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_GET
 
 from supportbot.errors import NotFound
-from supportbot.selectors import tenant_get
+from supportbot.selectors import tenant_frame_ancestors, tenant_get
 
 
 @require_GET
-@xframe_options_exempt  # the widget embeds this page in an iframe on the tenant's site
+@xframe_options_exempt  # X-Frame-Options cannot list origins; CSP frame-ancestors does
 def chat_page(request, tenant_slug: str):
+    """The chat page; only the tenant's allowed origins (and we) may frame it (the widget)."""
     try:
         tenant = tenant_get(slug=tenant_slug)
     except NotFound as exc:
         raise Http404(str(exc)) from exc
     embedded = request.GET.get("embed") == "1"
-    return render(
+    response = render(
         request,
         "conversations/chat.html",
         {"tenant": tenant, "embedded": embedded},
     )
+    response._csp_replace = {"frame-ancestors": tenant_frame_ancestors(tenant=tenant)}
+    return response
 
 
 @require_GET

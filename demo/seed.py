@@ -17,12 +17,14 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
 
+from actions import crypto
 from actions import selectors as action_selectors
 from actions import services as action_services
 from conversations import services as conversation_services
 from demo.orders import config as order_service_config
 from knowledge import selectors as knowledge_selectors
 from knowledge import services as knowledge_services
+from supportbot.errors import ApplicationError
 from supportbot.models import Membership, Tenant
 from supportbot.services import Actor, membership_set, tenant_create, user_ensure
 
@@ -119,12 +121,26 @@ DEMO_CUSTOMERS = [
 ]
 
 
+def _credentials_readable(config) -> bool:
+    """False when the stored token was encrypted under another key (the key derivation
+    changed, or var/secret-key was regenerated): seeding then stores it again."""
+    try:
+        crypto.decrypt(config.credentials_encrypted)
+    except ApplicationError:
+        return False
+    return True
+
+
 def seed_orders_provider(tenant: Tenant) -> str:
     """Point the tenant at the reference order service (URL and token from its env/var)."""
     cfg = order_service_config.load()
     base_url = settings.ORDER_SERVICE_URL or cfg.base_url
     current = action_selectors.provider_config_get(tenant=tenant)
-    if current is None or current.base_url != base_url.rstrip("/"):
+    if (
+        current is None
+        or current.base_url != base_url.rstrip("/")
+        or not _credentials_readable(current)
+    ):
         action_services.provider_config_set(
             tenant=tenant, base_url=base_url, token=cfg.token, actor=Actor.system("seed_demo")
         )

@@ -7,6 +7,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -23,7 +24,11 @@ from supportbot.models import Membership
 
 
 class ConsoleView(APIView):
-    """Session-authenticated console endpoint bound to one tenant the user works for."""
+    """Session-authenticated console endpoint bound to one tenant the user works for.
+
+    Staff without a membership of the tenant may read (GET) but never act: claiming, replying,
+    notes and closing need a membership, granted by the tenant.
+    """
 
     authentication_classes = [SessionAuthentication]
 
@@ -31,8 +36,14 @@ class ConsoleView(APIView):
         super().initial(request, *args, **kwargs)
         self.tenant = request_tenant(request)
         self.membership = Membership.objects.filter(tenant=self.tenant, user=request.user).first()
-        if self.membership is None and not request.user.is_staff:
-            raise PermissionDenied("You are not an agent of this tenant.")
+        if self.membership is None:
+            if not request.user.is_staff:
+                raise PermissionDenied("You are not an agent of this tenant.")
+            if request.method not in SAFE_METHODS:
+                raise PermissionDenied(
+                    f"Staff without a membership of {self.tenant.slug} have read-only access: "
+                    "ask a tenant admin for an agent membership to claim, reply or close."
+                )
 
 
 def handoff_row(handoff: Handoff, names: dict[int, str]) -> dict:

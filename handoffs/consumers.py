@@ -16,7 +16,8 @@ from handoffs.models import Handoff
 from supportbot.models import Membership, Tenant
 
 
-def _membership(user, slug: str | None) -> Tenant | None:
+def _membership(user, slug: str | None) -> tuple[Tenant | None, bool]:
+    """(tenant, is_member); staff may watch a tenant they are not a member of."""
     if not user or not user.is_authenticated:
         return None
     memberships = Membership.objects.filter(user=user, tenant__is_active=True).select_related(
@@ -26,17 +27,17 @@ def _membership(user, slug: str | None) -> Tenant | None:
         memberships = memberships.filter(tenant__slug=slug)
     found = list(memberships[:2])
     if len(found) == 1:
-        return found[0].tenant
+        return found[0].tenant, True
     if slug and user.is_staff:
-        return Tenant.objects.filter(slug=slug, is_active=True).first()
-    return None
+        return Tenant.objects.filter(slug=slug, is_active=True).first(), False
+    return None, False
 
 
 class ConsoleConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         slug = parse_qs(self.scope.get("query_string", b"").decode()).get("tenant", [None])[0]
-        self.tenant = await database_sync_to_async(_membership)(self.user, slug)
+        self.tenant, self.is_member = await database_sync_to_async(_membership)(self.user, slug)
         if self.tenant is None:
             await self.close(code=4403)
             return
@@ -54,6 +55,8 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         await self._presence(online=False)
 
     async def _presence(self, *, online: bool) -> None:
+        if not self.is_member:
+            return  # a watching operator is nobody's agent: never online, never routed to
         if online:
             await database_sync_to_async(presence.agent_heartbeat)(
                 tenant_id=self.tenant.pk, user_id=self.user.pk
@@ -78,9 +81,10 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             )
             return
         if kind == "presence.ping":
-            await database_sync_to_async(presence.agent_heartbeat)(
-                tenant_id=self.tenant.pk, user_id=self.user.pk
-            )
+            if self.is_member:
+                await database_sync_to_async(presence.agent_heartbeat)(
+                    tenant_id=self.tenant.pk, user_id=self.user.pk
+                )
             if self.viewing:
                 await database_sync_to_async(presence.viewing_set)(
                     tenant_id=self.tenant.pk,

@@ -1,5 +1,9 @@
+from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import re_path
 
 from handoffs.consumers import ConsoleConsumer
 
-websocket_urlpatterns = [re_path(r"^ws/console/$", ConsoleConsumer.as_asgi())]
+# Only pages of this product (Origin host in ALLOWED_HOSTS) may open the console channel.
+websocket_urlpatterns = [
+    re_path(r"^ws/console/$", AllowedHostsOriginValidator(ConsoleConsumer.as_asgi()))
+]

@@ -5,7 +5,8 @@ most `burst` tokens and refills at `tokens_per_minute / 60` per second; a reques
 whole cost in the bucket. Concurrency is a sorted set of leases scored by expiry, so a process
 that dies mid-stream cannot leak a slot for longer than the lease TTL. Both checks and both
 updates happen in one Lua script on Redis time, so they hold across processes and hosts.
-On release the unused part of the estimate (max_tokens not generated) is refunded.
+On release the bill is settled with the tokens the call actually used (every call, cancelled
+and failed ones included): the unused part of the estimate is refunded, an excess is charged.
 """
 
 from __future__ import annotations
@@ -56,10 +57,12 @@ return {1, 'ok', tostring(tokens - cost)}
 
 _RELEASE = """
 redis.call('ZREM', KEYS[2], ARGV[1])
-local refund = tonumber(ARGV[2])
-if refund > 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+local delta = tonumber(ARGV[2])
+local cap = tonumber(ARGV[3])
+if delta ~= 0 and redis.call('EXISTS', KEYS[1]) == 1 then
   local tokens = tonumber(redis.call('HGET', KEYS[1], 'tokens')) or 0
-  redis.call('HSET', KEYS[1], 'tokens', tostring(math.min(tonumber(ARGV[3]), tokens + refund)))
+  tokens = math.max(-cap, math.min(cap, tokens + delta))
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens))
 end
 return 1
 """
@@ -147,10 +150,13 @@ class TenantLimiter:
         return Lease(tenant_id=tenant_id, lease_id=lease_id, cost=cost)
 
     async def release(self, lease: Lease, *, used_tokens: int | None = None) -> None:
-        """Free the slot; refund `cost - used_tokens` when the actual use is known."""
-        refund = max(0, lease.cost - used_tokens) if used_tokens is not None else 0
+        """Free the slot and settle the bill when the actual use is known: refund
+        `cost - used_tokens`, or charge the excess when the call used more than its estimate
+        (the bucket may go negative, at most one burst deep, so the tenant waits it off).
+        Without `used_tokens` the whole estimate stays charged."""
+        delta = lease.cost - used_tokens if used_tokens is not None else 0
         await self._release(
-            keys=self._keys(lease.tenant_id), args=[lease.lease_id, refund, self.burst]
+            keys=self._keys(lease.tenant_id), args=[lease.lease_id, delta, self.burst]
         )
 
     async def in_flight(self, *, tenant_id: int) -> int:

@@ -6,7 +6,8 @@ Anything else raises `WorkerFailure`: a refused connection, a timeout on connect
 first event, a non-200 status, a `data: {"error": …}` event, a malformed chunk, or a body that
 ends (or breaks) before `[DONE]`. `WorkerFailure.started` tells whether any chunk had already
 been yielded, `retryable` whether another worker may be tried, `breaker` whether the failure
-speaks against the worker (a 4xx for a bad request does not).
+speaks against the worker (a 4xx for a bad request does not), `accepted` whether the worker
+had answered 200 (so its engine took the request and may have spent tokens on it: metered).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class WorkerFailure(Exception):
         retryable: bool = True,
         breaker: bool = True,
         status: int | None = None,
+        accepted: bool = False,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
@@ -37,6 +39,7 @@ class WorkerFailure(Exception):
         self.retryable = retryable
         self.breaker = breaker
         self.status = status
+        self.accepted = accepted
 
 
 @dataclass
@@ -56,15 +59,23 @@ def chat_payload(
     max_tokens: int,
     temperature: float,
     response_format: dict | None = None,
+    continuous_usage: bool = False,
 ) -> dict:
-    """The request body vLLM expects for a streamed chat completion with a usage chunk."""
+    """The request body vLLM expects for a streamed chat completion with a usage chunk.
+
+    `continuous_usage` asks vLLM for running `usage` (prompt tokens, tokens generated so far)
+    on every chunk, so a stream the caller abandons is still metered with the engine's counts.
+    """
+    stream_options: dict = {"include_usage": True}
+    if continuous_usage:
+        stream_options["continuous_usage_stats"] = True
     payload: dict = {
         "model": model,
         "messages": messages,
         "max_tokens": max_tokens,
         "temperature": temperature,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        "stream_options": stream_options,
     }
     if response_format is not None:
         payload["response_format"] = response_format
@@ -170,16 +181,24 @@ async def stream_chat_completion(
                     async with asyncio.timeout_at(first_byte_deadline):
                         data = await anext(events)
             except StopAsyncIteration as exc:
-                raise WorkerFailure("stream ended before [DONE]", started=started) from exc
+                raise WorkerFailure(
+                    "stream ended before [DONE]", started=started, accepted=True
+                ) from exc
             except TimeoutError as exc:
                 raise WorkerFailure(
-                    "no chunk before the first-byte timeout", started=False
+                    "no chunk before the first-byte timeout", started=False, accepted=True
                 ) from exc
             except httpx.HTTPError as exc:
-                raise WorkerFailure(f"stream broke: {exc!r}", started=started) from exc
+                raise WorkerFailure(
+                    f"stream broke: {exc!r}", started=started, accepted=True
+                ) from exc
             if data.strip() == "[DONE]":
                 return
-            event = _parse_chunk(data, started=started)
+            try:
+                event = _parse_chunk(data, started=started)
+            except WorkerFailure as failure:
+                failure.accepted = True
+                raise
             started = True
             yield event
     finally:

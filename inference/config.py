@@ -44,6 +44,18 @@ class InferenceConfig:
     max_input_tokens: int = 3000
     max_output_tokens: int = 1024
     metrics_bearer_token: str = ""
+    # Ask vLLM for running usage on every chunk (exact metering of abandoned streams).
+    continuous_usage: bool = True
+    # Verified-sentence yield policy (inference/yields.py).
+    yield_policy: bool = True
+    yield_window: int = 50
+    yield_min_samples: int = 10
+    yield_threshold: float = 0.05
+    yield_recovery_samples: int = 3
+    yield_probe_fraction: float = 0.1
+    yield_probe_interval_s: float = 30.0
+    yield_max_age_s: float = 3600.0
+    yield_flush_interval_s: float = 2.0
 
 
 def get_config() -> InferenceConfig:

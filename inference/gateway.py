@@ -13,8 +13,13 @@ Failure contract:
 - `StreamBroken` (`partial_text`): the stream failed after text was yielded. A failure before
   the first text is retried on another worker (at most `max_attempts` attempts); after it,
   never: the caller must fall back or hand off, never show a silently truncated answer.
-Each finished or broken request is recorded as `InferenceUsage` (written in the background
-right after the result; `Pool.flush()` waits for pending writes).
+Metering: every attempt a worker took is one `InferenceUsage` row, however it ends — `ok`,
+`stream_broken`, `error` (failed after the worker answered 200, before any text) or
+`cancelled` (the caller broke out, called `aclose()`, was cancelled or timed out) — with the
+prompt tokens processed and the completion tokens received before the stop (`estimated` when
+the engine did not report them). Rows are written in the background (`Pool.spawn`;
+`Pool.flush()` waits for pending writes). The tenant's token bucket is settled with the sum of
+those tokens: an attempt no worker took costs nothing.
 """
 
 from __future__ import annotations
@@ -138,17 +143,26 @@ async def stream_chat(
     attempts = 0
     outcome = "error"
     settled_lease = False
+    billed = 0  # tokens of every metered attempt: what the tenant's bucket is charged
 
-    async def settle(final_outcome: str, used_tokens: int | None) -> None:
-        """Count the request and free its tenant slot exactly once (before the last yield,
-        so a caller that stops at the ChatResult does not hold the slot until GC)."""
+    async def settle(final_outcome: str) -> None:
+        """Count the request, free its tenant slot and bill the tokens actually used, exactly
+        once (before the last yield, so a caller that stops at the ChatResult does not hold
+        the slot until GC)."""
         nonlocal settled_lease
         if settled_lease:
             return
         settled_lease = True
         telemetry.REQUESTS.labels(role, final_outcome).inc()
         with contextlib.suppress(Exception):
-            await limiter.release(lease, used_tokens=used_tokens)
+            await limiter.release(lease, used_tokens=billed)
+
+    def meter(attempt: _Attempt, call_outcome: str) -> None:
+        """Record one attempt the worker took (off the request path) and bill its tokens."""
+        nonlocal billed
+        billed += _meter(
+            pool, attempt, tenant_id=tenant_id, role=role, outcome=call_outcome, attempts=attempts
+        )
 
     try:
         while True:
@@ -170,16 +184,18 @@ async def stream_chat(
                 max_tokens=max_tokens,
                 temperature=temperature,
                 response_format=response_format,
+                continuous_usage=cfg.continuous_usage,
             )
             first_byte = cfg.first_byte_timeout_s
             if overall_deadline is not None:
                 first_byte = max(0.001, min(first_byte, overall_deadline - loop.time()))
-            parts: list[str] = []
-            itl_ms: list[float] = []
-            first_at = last_at = None
-            usage: dict | None = None
-            finish_reason = None
-            model = ws.model_name
+            attempt = _Attempt(
+                worker=ws.name,
+                worker_id=ws.id,
+                model=ws.model_name,
+                started=started,
+                prompt_estimate=prompt_estimate,
+            )
             settled = False  # breaker told success/failure
             stream = stream_chat_completion(
                 http,
@@ -203,22 +219,13 @@ async def stream_chat(
                         except TimeoutError as exc:
                             raise WorkerFailure(
                                 f"request timeout of {timeout_s}s passed",
-                                started=bool(parts),
+                                started=bool(attempt.parts),
                                 retryable=False,
                                 breaker=False,
+                                accepted=True,
                             ) from exc
-                        model = event.model or model
-                        finish_reason = event.finish_reason or finish_reason
-                        if event.usage:
-                            usage = event.usage
+                        attempt.observe(event)
                         if event.content:
-                            now = time.perf_counter()
-                            if first_at is None:
-                                first_at = now
-                            else:
-                                itl_ms.append((now - last_at) * 1000.0)
-                            last_at = now
-                            parts.append(event.content)
                             yield ChatDelta(event.content)
             except WorkerFailure as failure:
                 settled = True
@@ -230,7 +237,14 @@ async def stream_chat(
                         pool.request_check()
                 else:
                     ws.breaker.release_probe()
-                if not parts:
+                if failure.accepted or attempt.accepted:
+                    meter(
+                        attempt,
+                        InferenceUsage.Outcome.STREAM_BROKEN
+                        if attempt.parts
+                        else InferenceUsage.Outcome.ERROR,
+                    )
+                if not attempt.parts:
                     tried.add(ws.name)
                     if not failure.retryable and failure.status is not None:
                         outcome = "rejected"
@@ -244,26 +258,18 @@ async def stream_chat(
                         retry_after=max(1.0, cfg.breaker_reset_s / 2),
                     ) from failure
                 outcome = "stream_broken"
-                total_ms = (time.perf_counter() - started) * 1000.0
-                _record(
-                    pool,
-                    tenant_id=tenant_id,
-                    ws=ws,
-                    model=model,
-                    role=role,
-                    outcome=InferenceUsage.Outcome.STREAM_BROKEN,
-                    prompt_tokens=prompt_estimate,
-                    completion_tokens=len(parts),
-                    ttft_ms=_ms(started, first_at),
-                    total_ms=total_ms,
-                    itl_ms=itl_ms,
-                    attempts=attempts,
-                )
                 raise StreamBroken(
-                    f"stream from {ws.name} broke after {len(parts)} chunks: {failure.detail}",
-                    partial_text="".join(parts),
+                    f"stream from {ws.name} broke after {len(attempt.parts)} chunks: "
+                    f"{failure.detail}",
+                    partial_text="".join(attempt.parts),
                     worker=ws.name,
                 ) from failure
+            except (GeneratorExit, asyncio.CancelledError):
+                # The caller stopped (break/aclose, task cancelled, its own timeout): the
+                # request was sent, so the worker may have spent tokens on it; vLLM aborts it
+                # when the connection closes.
+                meter(attempt, InferenceUsage.Outcome.CANCELLED)
+                raise
             finally:
                 if not settled:
                     # Reached only on success (handled below) or when the caller stopped
@@ -273,48 +279,113 @@ async def stream_chat(
 
             ws.breaker.record_success()
             total_ms = (time.perf_counter() - started) * 1000.0
-            prompt_tokens = int((usage or {}).get("prompt_tokens") or prompt_estimate)
-            completion_tokens = int((usage or {}).get("completion_tokens") or len(parts))
-            ttft_ms = _ms(started, first_at) if first_at is not None else total_ms
+            prompt_tokens, completion_tokens, _estimated = attempt.tokens()
+            ttft_ms = _ms(started, attempt.first_at) if attempt.first_at is not None else total_ms
             result = ChatResult(
-                text="".join(parts),
-                model=model,
+                text="".join(attempt.parts),
+                model=attempt.model,
                 worker=ws.name,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
                 ttft_ms=ttft_ms,
                 total_ms=total_ms,
-                itl_ms=itl_ms,
-                finish_reason=finish_reason,
+                itl_ms=attempt.itl_ms,
+                finish_reason=attempt.finish_reason,
             )
             telemetry.TTFT.labels(ws.name).observe(ttft_ms / 1000.0)
-            for gap in itl_ms:
+            for gap in attempt.itl_ms:
                 telemetry.ITL.labels(ws.name).observe(gap / 1000.0)
-            telemetry.TOKENS.labels("prompt").inc(prompt_tokens)
-            telemetry.TOKENS.labels("completion").inc(completion_tokens)
-            _record(
-                pool,
-                tenant_id=tenant_id,
-                ws=ws,
-                model=model,
-                role=role,
-                outcome=InferenceUsage.Outcome.OK,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                ttft_ms=ttft_ms,
-                total_ms=total_ms,
-                itl_ms=itl_ms,
-                attempts=attempts,
-            )
+            meter(attempt, InferenceUsage.Outcome.OK)
             outcome = "ok"
-            await settle(outcome, prompt_tokens + completion_tokens)
+            await settle(outcome)
             yield result
             return
-    except GeneratorExit:
+    except (GeneratorExit, asyncio.CancelledError):
         outcome = "cancelled"
         raise
     finally:
-        await settle(outcome, None)
+        await settle(outcome)
+
+
+@dataclass
+class _Attempt:
+    """What one attempt on one worker received, so it can be metered however it ends.
+
+    Token counts come from the engine when it reported them: the final usage chunk, or the
+    running usage vLLM puts on every chunk with `continuous_usage_stats`. Otherwise they are
+    estimates (`estimated`): prompt tokens from `estimate_prompt_tokens` (characters / 3.5
+    plus a few per message, leaning high), completion tokens = content deltas received (each
+    delta holds at least one token, so this leans low). Tokens the engine generated after the
+    last chunk we read, before it saw the disconnect, are not counted.
+    """
+
+    worker: str
+    worker_id: int | None
+    model: str
+    started: float
+    prompt_estimate: int
+    accepted: bool = False  # at least one chunk arrived
+    parts: list[str] = field(default_factory=list)
+    itl_ms: list[float] = field(default_factory=list)
+    first_at: float | None = None
+    last_at: float | None = None
+    usage: dict | None = None
+    finish_reason: str | None = None
+
+    def observe(self, event) -> None:
+        self.accepted = True
+        self.model = event.model or self.model
+        self.finish_reason = event.finish_reason or self.finish_reason
+        if event.usage:
+            self.usage = event.usage
+        if event.content:
+            now = time.perf_counter()
+            if self.first_at is None:
+                self.first_at = now
+            else:
+                self.itl_ms.append((now - self.last_at) * 1000.0)
+            self.last_at = now
+            self.parts.append(event.content)
+
+    def tokens(self) -> tuple[int, int, bool]:
+        """(prompt tokens, completion tokens, estimated) consumed so far."""
+        usage = self.usage or {}
+        estimated = False
+        prompt = usage.get("prompt_tokens")
+        if not prompt:
+            prompt, estimated = self.prompt_estimate, True
+        completion = usage.get("completion_tokens")
+        if completion is None or int(completion) < len(self.parts):
+            completion, estimated = max(int(completion or 0), len(self.parts)), True
+        return int(prompt), int(completion), estimated
+
+
+def _meter(pool, attempt: _Attempt, *, tenant_id: int, role: str, outcome: str, attempts: int):
+    """Count one model call in Prometheus and write its usage row in the background; return
+    the tokens it used (what the tenant's bucket is charged)."""
+    prompt, completion, estimated = attempt.tokens()
+    telemetry.CALLS.labels(outcome).inc()
+    telemetry.CALL_TOKENS.labels(outcome, "prompt").inc(prompt)
+    telemetry.CALL_TOKENS.labels(outcome, "completion").inc(completion)
+    telemetry.TOKENS.labels("prompt").inc(prompt)
+    telemetry.TOKENS.labels("completion").inc(completion)
+    _record(
+        pool,
+        tenant_id=tenant_id,
+        worker_id=attempt.worker_id,
+        worker_name=attempt.worker,
+        model=attempt.model,
+        role=role,
+        outcome=outcome,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        ttft_ms=_ms(attempt.started, attempt.first_at),
+        total_ms=(time.perf_counter() - attempt.started) * 1000.0,
+        itl_ms=list(attempt.itl_ms),
+        attempts=attempts,
+        estimated=estimated,
+    )
+    return prompt + completion
 
 
 async def complete(
@@ -385,15 +456,11 @@ def _ms(started: float, at: float | None) -> float | None:
     return None if at is None else (at - started) * 1000.0
 
 
-def _record(pool, *, tenant_id: int, ws, **fields) -> None:
+def _record(pool, *, tenant_id: int, **fields) -> None:
     """Write the usage row in the background: the caller gets its result without waiting for
     the database (the ChatResult it saves with the answer is the authoritative copy)."""
     pool.spawn(
         sync_to_async(services.usage_record)(
-            tenant_id=tenant_id,
-            worker_id=ws.id,
-            worker_name=ws.name,
-            model_name=fields.pop("model"),
-            **fields,
+            tenant_id=tenant_id, model_name=fields.pop("model"), **fields
         )
     )

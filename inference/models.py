@@ -54,12 +54,16 @@ class ModelWorker(models.Model):
 
 
 class InferenceUsage(models.Model):
-    """One gateway request: who asked, which worker answered, tokens and latencies."""
+    """One model call (one attempt a worker accepted): who asked, which worker answered,
+    tokens and latencies. Calls the caller abandoned (`cancelled`) and calls that failed after
+    the worker took them (`error`, `stream_broken`) are rows too: the worker spent tokens.
+    `estimated` marks token counts the engine did not report (see `gateway._Attempt`)."""
 
     class Outcome(models.TextChoices):
         OK = "ok", "OK"
         STREAM_BROKEN = "stream_broken", "Stream broken"
         CANCELLED = "cancelled", "Cancelled by the caller"
+        ERROR = "error", "Failed before any text"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     worker = models.ForeignKey(ModelWorker, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -73,6 +77,7 @@ class InferenceUsage(models.Model):
     total_ms = models.FloatField()
     itl_ms = ArrayField(models.FloatField(), default=list, blank=True)
     attempts = models.PositiveSmallIntegerField(default=1)
+    estimated = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from inference.models import InferenceUsage, ModelWorker
@@ -37,12 +37,20 @@ def pool_has_healthy_worker(*, fresh_within_s: float) -> bool:
 
 
 def usage_by_tenant(*, since: datetime) -> list[dict]:
-    """Requests and tokens per tenant since `since`, busiest first."""
+    """Model calls and tokens per tenant since `since` (cancelled and failed calls included,
+    also counted apart), busiest first."""
     rows = (
         InferenceUsage.objects.filter(created_at__gte=since)
         .values("tenant_id", "tenant__slug")
         .annotate(
             requests=Count("id"),
+            cancelled=Count("id", filter=Q(outcome=InferenceUsage.Outcome.CANCELLED)),
+            failed=Count(
+                "id",
+                filter=Q(
+                    outcome__in=[InferenceUsage.Outcome.ERROR, InferenceUsage.Outcome.STREAM_BROKEN]
+                ),
+            ),
             prompt_tokens=Sum("prompt_tokens"),
             completion_tokens=Sum("completion_tokens"),
         )
@@ -53,6 +61,8 @@ def usage_by_tenant(*, since: datetime) -> list[dict]:
             "tenant_id": r["tenant_id"],
             "tenant": r["tenant__slug"],
             "requests": r["requests"],
+            "cancelled": r["cancelled"],
+            "failed": r["failed"],
             "prompt_tokens": r["prompt_tokens"] or 0,
             "completion_tokens": r["completion_tokens"] or 0,
         }

@@ -146,8 +146,10 @@ def usage_record(
     total_ms: float,
     itl_ms: list[float],
     attempts: int,
+    estimated: bool = False,
 ) -> InferenceUsage:
-    """Save one gateway request's usage (the caller may also store the ChatResult itself)."""
+    """Save one model call's usage (the caller may also store the ChatResult itself);
+    `estimated` when the token counts are the gateway's estimate, not the engine's."""
     return InferenceUsage.objects.create(
         tenant_id=tenant_id,
         worker_id=worker_id if ModelWorker.objects.filter(pk=worker_id).exists() else None,
@@ -161,4 +163,5 @@ def usage_record(
         total_ms=total_ms,
         itl_ms=[round(x, 3) for x in itl_ms],
         attempts=attempts,
+        estimated=estimated,
     )

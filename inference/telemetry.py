@@ -77,3 +77,72 @@ def worker_registry_collector(workers: list[ModelWorker]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector())
     return registry
+
+
+# ---------------------------------------------------------------- metering and answer paths
+_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 60)
+
+CALLS = Counter(
+    "supportbot_inference_calls",
+    "Model calls a worker took, by how they ended (ok, cancelled, error, stream_broken).",
+    ["outcome"],
+)
+CALL_TOKENS = Counter(
+    "supportbot_inference_call_tokens",
+    "Tokens of model calls by outcome and kind (prompt processed, completion generated); "
+    "estimated where the engine did not report them.",
+    ["outcome", "kind"],
+)
+ANSWERS = Counter(
+    "supportbot_answers",
+    "Answers by the path that produced the customer's first verified words, and why.",
+    ["path", "reason"],
+)
+MODEL_WAIT = Histogram(
+    "supportbot_answer_model_wait_seconds",
+    "Time an answer spent waiting on the model (0 when it did not call it), by path.",
+    ["path"],
+    buckets=_WAIT_BUCKETS,
+)
+
+
+def yield_collector(estimates: list[dict]) -> CollectorRegistry:
+    """Gauges of the shared (all processes) verified-sentence yield per model, from
+    `yields.shared_snapshot()`."""
+
+    class _Collector:
+        def collect(self):
+            rate = GaugeMetricFamily(
+                "supportbot_inference_verified_yield",
+                "Verified sentences kept / sentences generated over the recent answers window.",
+                labels=["model"],
+            )
+            samples = GaugeMetricFamily(
+                "supportbot_inference_yield_samples",
+                "Generated answers in the yield window.",
+                labels=["model"],
+            )
+            skip = GaugeMetricFamily(
+                "supportbot_inference_skip_rate",
+                "Share of recent answers that skipped generation for this model.",
+                labels=["model"],
+            )
+            wait = GaugeMetricFamily(
+                "supportbot_inference_model_wait_p50_seconds",
+                "Median time generated answers waited on the model (yield window).",
+                labels=["model"],
+            )
+            for e in estimates:
+                model = e["model"]
+                samples.add_metric([model], float(e["samples"]))
+                if e["yield_rate"] is not None:
+                    rate.add_metric([model], float(e["yield_rate"]))
+                if e["skip_rate"] is not None:
+                    skip.add_metric([model], float(e["skip_rate"]))
+                if e["p50_wait_ms"] is not None:
+                    wait.add_metric([model], float(e["p50_wait_ms"]) / 1000.0)
+            yield from (rate, samples, skip, wait)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector())
+    return registry

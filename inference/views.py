@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 
+from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -11,17 +12,23 @@ from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from inference import selectors
+from inference import selectors, yields
 from inference.config import get_config
-from inference.telemetry import worker_registry_collector
+from inference.telemetry import worker_registry_collector, yield_collector
+
+
+def _snapshot() -> dict:
+    """The ops snapshot (registry, usage) plus the shared yield figures per model."""
+    snapshot = selectors.ops_snapshot(stale_after_s=get_config().stale_after_s)
+    snapshot["yields"] = yields.get_book().shared_snapshot()
+    return snapshot
 
 
 @require_GET
 @staff_member_required
 def ops_page(request: HttpRequest) -> HttpResponse:
     """Server-rendered first view; `static/inference/ops.js` refreshes it from `ops_data`."""
-    snapshot = selectors.ops_snapshot(stale_after_s=get_config().stale_after_s)
-    return render(request, "inference/ops.html", {"snapshot": snapshot})
+    return render(request, "inference/ops.html", {"snapshot": _snapshot()})
 
 
 @require_GET
@@ -32,21 +39,40 @@ def ops_data(request: HttpRequest) -> JsonResponse:
         return JsonResponse(
             {"error": {"code": "permission_denied", "detail": "Staff only."}}, status=403
         )
-    return JsonResponse(selectors.ops_snapshot(stale_after_s=get_config().stale_after_s))
+    return JsonResponse(_snapshot())
+
+
+def _metrics_allowed(request: HttpRequest) -> bool:
+    """`Authorization: Bearer <METRICS_TOKEN>` whenever a token is set; without one, only under
+    DEBUG. Active staff (the ops page's link) may always read it with their session."""
+    user = request.user
+    if user.is_authenticated and user.is_active and user.is_staff:
+        return True
+    token = get_config().metrics_bearer_token
+    if not token:
+        return settings.DEBUG
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    return scheme == "Bearer" and hmac.compare_digest(sent.strip().encode(), token.encode())
 
 
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Gateway counters/histograms of this process plus the pool's worker gauges.
-
-    Open unless `METRICS_BEARER_TOKEN` is set; then that bearer token is required.
-    """
-    token = get_config().metrics_bearer_token
-    if token:
-        sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(sent.encode(), token.encode()):
-            return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
-    body = generate_latest(REGISTRY) + generate_latest(
-        worker_registry_collector(selectors.worker_list())
+    """Gateway counters/histograms of this process, the pool's worker gauges and the shared
+    yield gauges per model."""
+    if not _metrics_allowed(request):
+        detail = (
+            "Send Authorization: Bearer <METRICS_TOKEN>."
+            if get_config().metrics_bearer_token
+            else "Metrics are closed: set METRICS_TOKEN and send it as a Bearer token."
+        )
+        response = JsonResponse(
+            {"error": {"code": "not_authenticated", "detail": detail}}, status=401
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    body = (
+        generate_latest(REGISTRY)
+        + generate_latest(worker_registry_collector(selectors.worker_list()))
+        + generate_latest(yield_collector(yields.get_book().shared_snapshot()))
     )
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -15,6 +15,7 @@ from knowledge.selectors import Audience
 from supportbot.api import AUTH_ERRORS, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
 from supportbot.errors import PermissionDenied
+from supportbot.idempotency import IdempotentPostMixin
 from supportbot.models import ApiKey, Membership
 from supportbot.pagination import CreatedCursorPagination
 from supportbot.selectors import membership_get
@@ -60,7 +61,7 @@ UPLOAD_ERRORS = {
 }
 
 
-class DocumentCollectionApi(APIView):
+class DocumentCollectionApi(IdempotentPostMixin, APIView):
     """POST uploads a document; GET lists the tenant's documents."""
 
     parser_classes = [MultiPartParser, FormParser]
@@ -142,7 +143,7 @@ class DocumentDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class DocumentVersionCreateApi(APIView):
+class DocumentVersionCreateApi(IdempotentPostMixin, APIView):
     parser_classes = [MultiPartParser, FormParser]
 
     class InputSerializer(serializers.Serializer):

@@ -54,5 +54,7 @@ echo "  Customer chat: http://$HOST:$PORT/chat/acme/   agent console: http://$HO
 echo "  API docs: http://$HOST:$PORT/api/docs/   admin: http://$HOST:$PORT/admin/   ops: http://$HOST:$PORT/console/ops/"
 echo "  Order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json"
 echo "  Logs: $LOG_DIR/ (daphne.log, qcluster.log, ordersvc.log, inference.log)"
-start daphne $PY -m daphne -b "$HOST" -p "$PORT" --proxy-headers supportbot.asgi:application
+# No --proxy-headers: daphne would trust X-Forwarded-For/-Proto from any client. Django's
+# TrustedProxyMiddleware honours them only from TRUSTED_PROXIES.
+start daphne $PY -m daphne -b "$HOST" -p "$PORT" supportbot.asgi:application
 wait -n "${pids[@]}"

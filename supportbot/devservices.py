@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,13 @@ def postgres_url_for(database: str) -> str:
     if info is None:
         raise ServiceError("embedded PostgreSQL is not running")
     return info.get_uri(database=database)
+
+
+def is_embedded_postgres_url(url: str) -> bool:
+    """Does `url` name the embedded server of this var dir (its unix socket in `var/pg`)?"""
+    parts = urlsplit(url)
+    hosts = parse_qs(parts.query).get("host") or [unquote(parts.hostname or "")]
+    return any(h.startswith("/") and Path(h).resolve() == _pg_dir().resolve() for h in hosts)
 
 
 def postgres_url() -> str | None:

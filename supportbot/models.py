@@ -1,8 +1,13 @@
 """Tenancy core: tenants, per-tenant roles, partner API keys and the audit trail."""
 
+import re
 import secrets
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
+from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -14,6 +19,35 @@ slug_validator = RegexValidator(
 
 def _widget_secret() -> str:
     return secrets.token_urlsafe(32)
+
+
+# A DNS name or an IP literal: no wildcards, spaces or `;` (the value goes into a CSP header).
+_HOST_RE = re.compile(
+    r"^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$|^[0-9a-f:.]+$"
+)
+
+
+def validate_origin(value: str) -> None:
+    """An origin is `scheme://host[:port]` with http(s) and nothing after it."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise ValidationError(f"{value!r} is not an origin.") from exc
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username
+        or not _HOST_RE.match(parts.hostname)
+        or value != value.strip().lower()
+    ):
+        raise ValidationError(
+            f"{value!r} is not an origin: use lowercase scheme://host[:port], "
+            "e.g. 'https://shop.example.com', without a path."
+        )
 
 
 class Tenant(models.Model):
@@ -34,6 +68,13 @@ class Tenant(models.Model):
         default=20, help_text="Open handoffs per online agent before customers are asked to wait."
     )
     widget_secret = models.CharField(max_length=64, default=_widget_secret, editable=False)
+    allowed_origins = ArrayField(
+        models.CharField(max_length=200, validators=[validate_origin]),
+        default=list,
+        blank=True,
+        help_text="Sites that may embed the chat page and open its WebSocket, one origin each "
+        "(https://shop.example.com). The product's own host is always allowed.",
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -125,3 +166,33 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("Audit events are append-only.")
+
+
+class IdempotencyKey(models.Model):
+    """A partner POST's `Idempotency-Key` and the response it produced (Stripe's semantics):
+    the same key with the same body replays the saved response; with a different body it is
+    a 422; while the first request runs, a repeat gets a 409."""
+
+    class State(models.TextChoices):
+        IN_PROGRESS = "in_progress"
+        DONE = "done"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=300)
+    request_hash = models.CharField(max_length=64)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_PROGRESS)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.state})"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+from django.conf import settings
 from django.db.models import QuerySet
+from django.http.request import validate_host
 
 from supportbot.errors import NotFound
 from supportbot.models import ApiKey, AuditEvent, Membership, Tenant
@@ -39,3 +43,28 @@ def membership_list_for_user(*, user) -> QuerySet[Membership]:
 
 def membership_get(*, user, tenant: Tenant) -> Membership | None:
     return Membership.objects.filter(user=user, tenant=tenant).first()
+
+
+def tenant_frame_ancestors(*, tenant: Tenant) -> list[str]:
+    """CSP `frame-ancestors` sources for the tenant's chat page: us and its allowed origins."""
+    return ["'self'", *tenant.allowed_origins]
+
+
+def tenant_origin_allowed(*, tenant: Tenant, origin: str | None) -> bool:
+    """May a browser page at `origin` talk to the tenant's chat? Its allowed origins, or a page
+    of this product (the origin's host is one of ALLOWED_HOSTS, like Channels'
+    AllowedHostsOriginValidator). No Origin at all is refused: browsers always send one."""
+    if not origin:
+        return False
+    origin = origin.strip().lower()
+    if origin in tenant.allowed_origins:
+        return True
+    try:
+        parts = urlsplit(origin)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not host:
+        return False
+    return validate_host(host, settings.ALLOWED_HOSTS)

@@ -10,8 +10,11 @@ import warnings
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
-from supportbot import devservices
+from supportbot import devservices, keys
+from supportbot.middleware import parse_networks
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -21,21 +24,31 @@ if env_file.exists():
     environ.Env.read_env(str(env_file))
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-# A development key is derived from the var directory so `make run` needs no setup; production
-# must set DJANGO_SECRET_KEY (checked below).
+VAR_DIR = devservices.var_dir()
+# The embedded services of `make run` and tests (no DATABASE_URL, or one naming the embedded
+# server's socket under var/, as test stacks do) mean a developer's machine served over plain
+# http. Everything else is production and gets the secure defaults.
+_database_url = env.str("DATABASE_URL", default="")
+EMBEDDED_DEV = not _database_url or devservices.is_embedded_postgres_url(_database_url)
+DEV_HTTP = DEBUG or EMBEDDED_DEV
+
+# The root secret. Development generates a random one once into var/secret-key (0600);
+# production must set it. This check runs before anything embedded starts.
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
-EMBEDDED_SECRET = not SECRET_KEY
-if EMBEDDED_SECRET:
-    SECRET_KEY = "insecure-dev-only-" + str(devservices.var_dir())
+if not SECRET_KEY:
+    if not DEV_HTTP:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. Production (DJANGO_DEBUG off, a DATABASE_URL) "
+            "needs a long random secret, e.g. "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(64))'`."
+        )
+    SECRET_KEY = keys.dev_secret_key(VAR_DIR)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
-
-VAR_DIR = devservices.var_dir()
 
 # --------------------------------------------------------------------------- services
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
-    _database_url = env.str("DATABASE_URL", default="")
     EMBEDDED_POSTGRES = not _database_url
     if EMBEDDED_POSTGRES:
         _database_url = devservices.postgres_start()
@@ -102,6 +115,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "csp",
     "channels",
     "django_q",
     "supportbot",
@@ -113,6 +128,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "supportbot.middleware.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -122,6 +138,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "supportbot.urls"
@@ -179,12 +196,11 @@ WHITENOISE_USE_FINDERS = True
 
 # --------------------------------------------------------------------------- API
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "supportbot.authentication.ApiKeyAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
+    # The partner API takes API keys only; console endpoints name SessionAuthentication
+    # themselves (an agent's browser session must never act as a partner).
+    "DEFAULT_AUTHENTICATION_CLASSES": ["supportbot.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "supportbot.schema.AutoSchema",
     "EXCEPTION_HANDLER": "supportbot.exceptions.api_exception_handler",
     "DEFAULT_PARSER_CLASSES": [
         "supportbot.exceptions.SafeJSONParser",
@@ -202,17 +218,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Partner API: conversations, messages, handoffs, feedback and knowledge.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from our own static files (drf-spectacular-sidecar), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
-    "APPEND_COMPONENTS": {
-        "securitySchemes": {
-            "ApiKeyAuth": {
-                "type": "http",
-                "scheme": "bearer",
-                "bearerFormat": "sb_<prefix>_<secret>",
-            }
-        }
-    },
-    "SECURITY": [{"ApiKeyAuth": []}],
 }
 API_KEY_LAST_USED_RESOLUTION_SECONDS = env.int("API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60)
 
@@ -250,9 +261,50 @@ LOGGING = {
     },
 }
 
-if not DEBUG and not EMBEDDED_SECRET:
-    SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
-    CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
+# --------------------------------------------------------------------------- security
+# Secure by default; `DEV_HTTP` (DEBUG or the embedded `make run`/test services) is served
+# over plain http on loopback, so cookies there are not Secure and nothing redirects.
+_secure = not DEV_HTTP
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=_secure)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # load-balancer probes over http
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if _secure else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_secure)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_secure)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_secure)
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True  # pages send the token from the form field, never the cookie
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+# Forwarded headers count only from these peers (IPs/CIDRs); TrustedProxyMiddleware drops
+# them from anyone else, which is what makes SECURE_PROXY_SSL_HEADER safe to set.
+TRUSTED_PROXIES = [str(n) for n in parse_networks(env.list("TRUSTED_PROXIES", default=[]))]
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Content-Security-Policy on every response (django-csp). Pages load scripts and styles from
+# our own static files only; no inline code. The chat page replaces frame-ancestors with the
+# tenant's allowed origins (conversations.views.chat_page).
+KB_PAGE_STYLE_HASH = "'sha256-wcaq3tiSfBgT+cQHy1sMJIgFit6VcKWu9RKvYVahEto='"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        # The one inline block left: knowledge/templates/knowledge/document_page.html's
+        # <style>, allowed by its hash until it moves to a static file (test_security checks).
+        "style-src": [SELF, KB_PAGE_STYLE_HASH],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -298,12 +350,27 @@ INFERENCE = {
     "TENANT_MAX_CONCURRENCY": env.int("INFERENCE_TENANT_MAX_CONCURRENCY", default=8),
     "MAX_INPUT_TOKENS": env.int("INFERENCE_MAX_INPUT_TOKENS", default=3000),
     "MAX_OUTPUT_TOKENS": env.int("INFERENCE_MAX_OUTPUT_TOKENS", default=1024),
-    "METRICS_BEARER_TOKEN": env.str("METRICS_BEARER_TOKEN", default=""),
+    # `/metrics` wants `Authorization: Bearer <METRICS_TOKEN>` (METRICS_BEARER_TOKEN: old name).
+    "METRICS_BEARER_TOKEN": env.str("METRICS_TOKEN", default="")
+    or env.str("METRICS_BEARER_TOKEN", default=""),
+    "CONTINUOUS_USAGE": env.bool("INFERENCE_CONTINUOUS_USAGE", default=True),
+    # Verified-sentence yield: skip generation for a model whose answers keep nothing.
+    "YIELD_POLICY": env.bool("INFERENCE_YIELD_POLICY", default=True),
+    "YIELD_WINDOW": env.int("INFERENCE_YIELD_WINDOW", default=50),
+    "YIELD_MIN_SAMPLES": env.int("INFERENCE_YIELD_MIN_SAMPLES", default=10),
+    "YIELD_THRESHOLD": env.float("INFERENCE_YIELD_THRESHOLD", default=0.05),
+    "YIELD_RECOVERY_SAMPLES": env.int("INFERENCE_YIELD_RECOVERY_SAMPLES", default=3),
+    "YIELD_PROBE_FRACTION": env.float("INFERENCE_YIELD_PROBE_FRACTION", default=0.1),
+    "YIELD_PROBE_INTERVAL_S": env.float("INFERENCE_YIELD_PROBE_INTERVAL_S", default=30.0),
+    "YIELD_MAX_AGE_S": env.float("INFERENCE_YIELD_MAX_AGE_S", default=3600.0),
+    "YIELD_FLUSH_INTERVAL_S": env.float("INFERENCE_YIELD_FLUSH_INTERVAL_S", default=2.0),
 }
 
 # --------------------------------------------------------------------------- actions
-# Fernet key for tenants' provider credentials; empty = a dev key derived from SECRET_KEY.
-ACTIONS_ENCRYPTION_KEY = env.str("ACTIONS_ENCRYPTION_KEY", default="")
+# Fernet key for tenants' provider credentials: its own variable, else HKDF of the secret key.
+ACTIONS_ENCRYPTION_KEY = env.str("ACTIONS_ENCRYPTION_KEY", default="") or keys.derive_fernet_key(
+    SECRET_KEY, "actions-credentials"
+)
 ACTIONS = {
     # Default provider timeout (a tenant's ProviderConfig.timeout_seconds overrides it).
     "PROVIDER_TIMEOUT_S": env.float("ACTIONS_PROVIDER_TIMEOUT_S", default=5.0),
@@ -314,5 +381,7 @@ ACTIONS = {
     "STALE_APPROVED_S": env.float("ACTIONS_STALE_APPROVED_S", default=30.0),
     "MAX_ATTEMPTS": env.int("ACTIONS_MAX_ATTEMPTS", default=5),
 }
+# The shop currency amounts in chat are read in (another currency is asked back).
+ACTIONS_CURRENCY = env.str("ACTIONS_CURRENCY", default="USD")
 # The demo tenant's order system (demo/orders); seed_demo points `acme` at it.
 ORDER_SERVICE_URL = env.str("ORDER_SERVICE_URL", default="")

@@ -45,7 +45,9 @@ def visitor(tenant):
     return customer, conversation_services.conversation_start(tenant=tenant, customer=customer)
 
 
-def propose_and_run(who, tool, source="intent", **arguments):
+def propose_and_run(who, tool, source="intent", confirm=True, **arguments):
+    """Propose and check; a write card is then confirmed by the customer (unless `confirm`
+    is False), exactly as the chat page's Confirm button does."""
     customer, conversation = who
     action = services.action_propose(
         conversation=conversation,
@@ -54,4 +56,9 @@ def propose_and_run(who, tool, source="intent", **arguments):
         arguments=arguments,
         source=source,
     )
-    return services.action_run(action_id=action.pk)
+    action = services.action_run(action_id=action.pk)
+    if confirm and action.state == "awaiting_confirmation":
+        action = services.action_confirm(
+            action_id=action.pk, customer=customer, expected_version=action.version
+        )
+    return action

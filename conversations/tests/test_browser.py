@@ -1,19 +1,23 @@
 """The customer chat in a real browser (Debian Chromium) on make run's stack."""
 
 import re
+import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from conversations.identity import identity_token_make
+from supportbot.models import Tenant
 
 pytestmark = pytest.mark.browser
 SHOTS = "var/screenshots"
 
 
 def test_customer_asks_sees_streamed_cited_answer_rates_it_and_asks_for_a_human(
-    live_stack, browser
+    live_stack, browser, csp
 ):
-    page = browser.new_page(viewport={"width": 390, "height": 780})  # a phone
+    page = csp.watch(browser.new_page(viewport={"width": 390, "height": 780}))  # a phone
     page.goto(f"{live_stack.url}/chat/acme/")
     page.wait_for_selector("#status:has-text('Online')", timeout=20000)
     page.fill("#input", "How long does it take for a refund to reach my credit card?")
@@ -55,16 +59,17 @@ def test_customer_asks_sees_streamed_cited_answer_rates_it_and_asks_for_a_human(
     ]
 
     # The source link opens the cited passage.
-    target = browser.new_page()
+    target = csp.watch(browser.new_page())
     target.goto(f"{live_stack.url}{href}")
     assert "business days" in target.content()
     target.close()
     page.close()
+    assert csp.violations == []
 
 
-def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser):
+def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser, csp):
     context = browser.new_context()
-    page = context.new_page()
+    page = csp.watch(context.new_page())
     page.goto(f"{live_stack.url}/chat/acme/")
     page.wait_for_selector("#status:has-text('Online')", timeout=20000)
     page.fill("#input", "Is standard shipping free?")
@@ -76,10 +81,10 @@ def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser)
     page.wait_for_function(f"() => document.querySelectorAll('article.msg').length >= {before}")
     assert page.locator("article.msg").count() == before
     context.close()
+    assert csp.violations == []
 
 
-@pytest.fixture
-def shop_site(live_stack):
+def serve_shop(live_stack):
     """A tenant's site on another origin (its own loopback server) embedding the widget."""
     html = (
         f'<html><body><h1>Acme shop</h1><script src="{live_stack.url}/widget.js" '
@@ -97,14 +102,37 @@ def shop_site(live_stack):
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Shop)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://localhost:{server.server_address[1]}/"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://localhost:{server.server_address[1]}"
+
+
+def set_allowed_origins(live_stack, origins: list[str]) -> None:
+    live_stack.sql(
+        "UPDATE supportbot_tenant SET allowed_origins = %s WHERE slug = 'acme' RETURNING id",
+        (origins,),
+    )
+
+
+@pytest.fixture
+def shop_site(live_stack):
+    """The shop on an origin acme allows (Tenant.allowed_origins)."""
+    server, origin = serve_shop(live_stack)
+    set_allowed_origins(live_stack, [origin])
+    yield f"{origin}/"
+    set_allowed_origins(live_stack, [])
     server.shutdown()
 
 
-def test_widget_script_opens_the_chat_in_an_iframe(live_stack, browser, shop_site):
-    page = browser.new_page()
+@pytest.fixture
+def foreign_site(live_stack):
+    """The same page on an origin acme does not allow."""
+    server, origin = serve_shop(live_stack)
+    yield f"{origin}/"
+    server.shutdown()
+
+
+def test_widget_script_opens_the_chat_in_an_iframe(live_stack, browser, shop_site, csp):
+    page = csp.watch(browser.new_page())
     page.goto(shop_site)
     page.click("#supportbot-launcher")
     frame = page.frame_locator("#supportbot-frame")
@@ -112,3 +140,89 @@ def test_widget_script_opens_the_chat_in_an_iframe(live_stack, browser, shop_sit
     assert frame.locator("#chat-title").inner_text().startswith("Acme")
     page.screenshot(path=f"{SHOTS}/widget.png")
     page.close()
+    assert csp.violations == []
+
+
+def test_a_site_not_in_the_allowed_origins_cannot_frame_the_chat(
+    live_stack, browser, foreign_site, csp
+):
+    page = csp.watch(browser.new_page())
+    page.goto(foreign_site)
+    page.click("#supportbot-launcher")
+    page.wait_for_function(
+        "() => document.querySelector('#supportbot-frame').src !== ''", timeout=5000
+    )
+    page.wait_for_timeout(2000)
+    frames = [f for f in page.frames if f != page.main_frame]
+    assert frames
+    assert all(f.query_selector("#chat-title") is None for f in frames)
+    assert any("frame-ancestors" in v for v in csp.violations), csp.violations
+    page.close()
+
+
+def _signed_in_chat_url(live_stack, external_id: str) -> str:
+    """The chat page as the tenant's site opens it for a signed-in customer."""
+    secret = live_stack.sql("SELECT widget_secret FROM supportbot_tenant WHERE slug = 'acme'")[0][0]
+    token = identity_token_make(tenant=Tenant(widget_secret=secret), external_id=external_id)
+    return f"{live_stack.url}/chat/acme/?identity={token}"
+
+
+def _provider_refunds(live_stack, cents: int) -> int:
+    with sqlite3.connect(live_stack.log_dir / "orders.sqlite3") as db:
+        return db.execute(
+            "SELECT count(*) FROM refunds WHERE order_id = 'A-1043' AND amount_cents = ?", (cents,)
+        ).fetchone()[0]
+
+
+def test_refund_card_confirm_shows_the_provider_result_and_cancel_executes_nothing(
+    live_stack, browser, csp
+):
+    context = browser.new_context()
+    page = csp.watch(context.new_page())
+    page.goto(_signed_in_chat_url(live_stack, "cust-1001"))
+    page.wait_for_selector("#status:has-text('Online')", timeout=20000)
+
+    page.fill("#input", "Please refund $12 for order A-1043, one pole was bent")
+    page.click("#send")
+    card = page.locator(".action-card[data-state='awaiting_confirmation']").last
+    card.wait_for(timeout=30000)
+    assert "Refund $12.00 for order A-1043" in card.inner_text()
+    assert _provider_refunds(live_stack, 1200) == 0  # nothing ran from the message
+    page.screenshot(path=f"{SHOTS}/chat-refund-card.png")
+
+    card.locator("button.confirm").click()
+    done = page.locator(".action-card[data-state='succeeded']").last
+    done.wait_for(timeout=30000)
+    assert "confirmed by our payment system" in done.inner_text()
+    assert "Reference: rf_" in done.inner_text()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('article.msg .body')]"
+        ".some(b => /submitted and confirmed/.test(b.textContent))",
+        timeout=15000,
+    )
+    assert _provider_refunds(live_stack, 1200) == 1
+    page.screenshot(path=f"{SHOTS}/chat-refund-confirmed.png")
+
+    page.fill("#input", "refund $13 for A-1043 please")
+    page.click("#send")
+    second = page.locator(".action-card[data-state='awaiting_confirmation']").last
+    second.wait_for(timeout=30000)
+    second.locator("button.cancel").click()
+    page.locator(".action-card[data-state='cancelled']").last.wait_for(timeout=15000)
+
+    # A reload shows each card in its saved state, with no buttons left to press.
+    page.reload()
+    page.wait_for_selector("#status:has-text('Online')", timeout=20000)
+    page.locator(".action-card[data-state='succeeded']").first.wait_for(timeout=15000)
+    page.locator(".action-card[data-state='cancelled']").first.wait_for(timeout=15000)
+    assert page.locator(".action-card button.confirm").count() == 0
+    assert _provider_refunds(live_stack, 1200) == 1
+    assert _provider_refunds(live_stack, 1300) == 0
+    states = live_stack.sql(
+        "SELECT arguments->>'amount', state FROM actions_actionrequest "
+        "WHERE tool = 'request_refund' ORDER BY id"
+    )
+    assert ("12.00", "succeeded") in states
+    assert ("13.00", "cancelled") in states
+    context.close()
+    assert csp.violations == []

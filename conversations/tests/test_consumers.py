@@ -4,6 +4,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from actions import services as action_services
 from conversations import services
 from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
@@ -13,8 +14,8 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]
 
 
-async def connect():
-    comm = WebsocketCommunicator(application, "/ws/chat/", headers=ORIGIN)
+async def connect(headers=ORIGIN):
+    comm = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
     connected, _ = await comm.connect()
     assert connected
     return comm
@@ -90,6 +91,47 @@ async def test_malformed_events_get_error_events_and_the_socket_stays_up(tenant,
     await comm.send_json_to({"type": "ping"})
     assert (await comm.receive_json_from())["type"] == "pong"
     await comm.disconnect()
+
+
+async def test_a_foreign_origin_cannot_start_a_chat_session(tenant, local_cache):
+    comm = await connect(headers=[(b"origin", b"https://evil.example")])
+    await comm.send_json_to({"type": "session.start", "tenant": tenant.slug})
+    error = await comm.receive_json_from()
+    assert error["type"] == "error"
+    assert error["code"] == "origin_not_allowed"
+    assert "https://evil.example" in error["detail"]
+    closed = await comm.receive_output()
+    assert closed == {"type": "websocket.close", "code": 4403}
+    assert not await database_sync_to_async(Customer.objects.filter(tenant=tenant).exists)()
+
+
+async def test_a_handshake_without_origin_cannot_start_a_chat_session(tenant, local_cache):
+    comm = await connect(headers=[])
+    await comm.send_json_to({"type": "session.start", "tenant": tenant.slug})
+    assert (await comm.receive_json_from())["code"] == "origin_not_allowed"
+
+
+async def test_the_tenants_allowed_origin_starts_a_session_and_only_for_that_tenant(
+    tenant, other_tenant, local_cache
+):
+    tenant.allowed_origins = ["https://shop.example.com"]
+    await database_sync_to_async(tenant.save)()
+    comm = await connect(headers=[(b"origin", b"https://shop.example.com")])
+    ready = await start(comm, tenant.slug)
+    assert ready["conversation_id"]
+    await comm.send_json_to({"type": "session.start", "tenant": other_tenant.slug})
+    assert (await comm.receive_json_from())["code"] == "origin_not_allowed"
+    await comm.disconnect()
+
+
+async def test_console_socket_refuses_a_foreign_origin_at_the_handshake(agent):
+    comm = WebsocketCommunicator(
+        application, "/ws/console/", headers=[(b"origin", b"https://evil.example")]
+    )
+    comm.scope["user"] = agent
+    connected, _ = await comm.connect()
+    assert not connected
+    await comm.wait(timeout=5)  # let the refused application finish inside this test's loop
 
 
 async def test_unknown_tenant_is_an_error_event(db):
@@ -211,4 +253,70 @@ async def test_agent_messages_reach_the_customer_live(tenant, help_center, agent
     event, _ = await receive_until(comm, "agent.message")
     assert event["message"]["text"] == "Hi, I'm Sam from Acme."
     assert event["message"]["author"] == "Sam"
+    await comm.disconnect()
+
+
+@pytest.fixture
+def shop(tenant, orders):
+    tenant.refund_auto_limit = 50
+    tenant.save()
+    action_services.provider_config_set(
+        tenant=tenant, base_url=orders.url, token=orders.token, timeout_seconds=3.0
+    )
+    return orders
+
+
+async def test_refund_card_over_the_socket_confirms_once_and_every_tab_sees_it(
+    tenant, shop, local_cache
+):
+    token = await database_sync_to_async(identity_token_make)(
+        tenant=tenant, external_id="cust-1001"
+    )
+    first, second = await connect(), await connect()
+    ready = await start(first, tenant.slug, identity_token=token)
+    await start(second, tenant.slug, identity_token=token, conversation_id=ready["conversation_id"])
+    await first.send_json_to(
+        {"type": "message.send", "client_message_id": "m1", "text": "refund $18 for A-1042"}
+    )
+    proposed, _ = await receive_until(first, "action.proposed")
+    card = proposed["action"]
+    assert (card["amount"], card["needs_confirmation"]) == ("18.00", True)
+    assert shop.refund_posts() == 0
+
+    await first.send_json_to({"type": "action.confirm", "action_id": card["id"], "version": 0})
+    stale, _ = await receive_until(first, "error")
+    assert stale["code"] == "stale_version"
+    assert stale["action_id"] == card["id"]
+
+    await first.send_json_to(
+        {"type": "action.confirm", "action_id": card["id"], "version": card["version"]}
+    )
+    while True:
+        updated, _ = await receive_until(second, "action.updated")
+        if updated["action"]["state"] == "succeeded":
+            break
+    assert "submitted and confirmed" in updated["action"]["text"]
+    assert shop.refund_posts() == 1
+
+    await second.send_json_to(
+        {"type": "action.cancel", "action_id": card["id"], "version": updated["action"]["version"]}
+    )
+    refused, _ = await receive_until(second, "error")
+    assert refused["code"] == "invalid_state"
+    assert shop.refund_posts() == 1
+    again = await start(second, tenant.slug, identity_token=token)
+    assert [a["state"] for a in again["actions"]] == ["succeeded"]
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_action_events_validate_their_fields(tenant, local_cache):
+    comm = await connect()
+    await start(comm, tenant.slug)
+    await comm.send_json_to({"type": "action.confirm", "action_id": "7", "version": 1})
+    bad, _ = await receive_until(comm, "error")
+    assert bad["field"] == "action_id"
+    await comm.send_json_to({"type": "action.confirm", "action_id": 999999, "version": 1})
+    missing, _ = await receive_until(comm, "error")
+    assert missing["code"] == "not_found"
     await comm.disconnect()

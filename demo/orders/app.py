@@ -6,7 +6,10 @@ Fault injection (tests and demos) through `PUT /admin/faults`:
 - `fail_count` + `fail_status` (+ `fail_method`, e.g. "POST"): answer the next N of them
   (with that method) with that 5xx, doing nothing;
 - `commit_then_timeout_count` + `timeout_sleep_s`: commit the next N refunds, then sleep
-  past the client's timeout before answering (the client sees a timeout, the refund exists).
+  past the client's timeout before answering (the client sees a timeout, the refund exists);
+- `html_count` (+ `fail_method`): answer the next N requests 200 with an HTML body, doing
+  nothing; `html_after_commit_count`: commit the next N refunds, then answer 200 with HTML
+  (a proxy mangling the response: the refund exists, the body is unreadable).
 `GET /admin/requests` lists what was received (to count provider calls), `POST /admin/reset`
 forgets refunds, requests and faults and re-seeds the orders.
 """
@@ -21,7 +24,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
 from demo.orders import config as service_config
@@ -30,6 +33,7 @@ from demo.orders.store import Store, cents
 
 ORDER_ID_RE = re.compile(r"^[A-Z]-\d{3,8}$")
 MAX_KEY_LEN = 200
+HTML_BODY = "<html><body><h1>502 Bad Gateway</h1><p>upstream hiccup</p></body></html>"
 
 
 def error(status: int, code: str, detail: str) -> JSONResponse:
@@ -55,6 +59,8 @@ def create_app(cfg: service_config.ServiceConfig | None = None) -> Starlette:
         if faults.get("fail_count") and matches and store.take_fault("fail_count"):
             status = int(faults.get("fail_status", 503))
             return error(status, "injected_failure", "Injected failure.")
+        if faults.get("html_count") and matches and store.take_fault("html_count"):
+            return HTMLResponse(HTML_BODY, status_code=200)
         return None
 
     async def handle(request: Request, handler) -> JSONResponse:
@@ -100,6 +106,8 @@ def create_app(cfg: service_config.ServiceConfig | None = None) -> Starlette:
             fresh = status == 201 and not payload.get("replayed")
             if fresh and store.take_fault("commit_then_timeout_count"):
                 await asyncio.sleep(float(faults.get("timeout_sleep_s", 3.0)))
+            if fresh and store.take_fault("html_after_commit_count"):
+                return HTMLResponse(HTML_BODY, status_code=200)
             return JSONResponse(payload, status_code=status)
 
         return await handle(request, inner)

@@ -2,7 +2,9 @@
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
+from actions import crypto
 from demo.orders import config as order_service_config
 from demo.seed import seed_all
 from supportbot.models import Tenant
@@ -91,3 +93,19 @@ def test_seed_points_the_demo_tenant_at_the_order_service(db, settings):
     assert acme.order_provider.credentials_encrypted
     assert order_service_config.load().token not in acme.order_provider.credentials_encrypted
     assert set(acme.customers.values_list("external_id", flat=True)) >= {"cust-1001", "cust-1002"}
+
+
+def test_seed_stores_the_token_again_when_it_was_encrypted_under_another_key(db, settings):
+    """A regenerated var/secret-key (or the old derivation) leaves unreadable credentials."""
+    settings.ORDER_SERVICE_URL = ""
+    seed_all()
+    acme = Tenant.objects.get(slug="acme")
+    stale = Fernet(Fernet.generate_key()).encrypt(b"old-token").decode()
+    type(acme.order_provider).objects.filter(pk=acme.order_provider.pk).update(
+        credentials_encrypted=stale
+    )
+    seed_all()
+    acme.order_provider.refresh_from_db()
+    assert crypto.decrypt(acme.order_provider.credentials_encrypted) == (
+        order_service_config.load().token
+    )

@@ -7,7 +7,7 @@ from conversations.models import Conversation, Message
 from handoffs import services, tasks
 from handoffs.models import Handoff, InternalNote
 from knowledge.models import Document
-from supportbot.tests.factories import MembershipFactory
+from supportbot.tests.factories import MembershipFactory, UserFactory
 
 
 @pytest.fixture(autouse=True)
@@ -176,3 +176,62 @@ def test_agent_takes_over_a_bot_conversation_from_the_console(agent, tenant, con
     conversation.refresh_from_db()
     assert conversation.owner == "human"
     assert client.get("/console/api/queue").json()["active"] == []
+
+
+@pytest.fixture
+def staff_operator(db):
+    return UserFactory(username="operator", is_staff=True)
+
+
+def test_staff_without_membership_may_view_the_console_but_not_claim(
+    staff_operator, handoff, tenant
+):
+    client = login(staff_operator)
+    q = f"?tenant={tenant.slug}"
+    assert client.get(f"/console/api/queue{q}").status_code == 200
+    assert client.get(f"/console/api/handoffs/{handoff.pk}{q}").status_code == 200
+    page = client.get(f"/console/{q}")
+    assert page.status_code == 200
+    assert b"Read-only" in page.content
+    r = client.post(
+        f"/console/api/handoffs/{handoff.pk}/claim{q}",
+        {"expected_version": 1},
+        content_type="application/json",
+    )
+    assert r.status_code == 403, r.content
+    error = r.json()["error"]
+    assert error["code"] == "permission_denied"
+    assert "read-only" in error["detail"]
+    handoff.refresh_from_db()
+    assert handoff.assigned_to_id is None
+    assert handoff.version == 1
+
+
+def test_staff_without_membership_can_neither_reply_nor_note_nor_take_over(
+    staff_operator, handoff, tenant, conversation
+):
+    client = login(staff_operator)
+    q = f"?tenant={tenant.slug}"
+    for path, body in [
+        (f"/console/api/handoffs/{handoff.pk}/reply", {"text": "hello"}),
+        (
+            f"/console/api/handoffs/{handoff.pk}/close",
+            {"expected_version": 1, "outcome": "resolved"},
+        ),
+        (f"/console/api/conversations/{conversation.pk}/notes", {"text": "note"}),
+        (f"/console/api/conversations/{conversation.pk}/takeover", {}),
+    ]:
+        r = client.post(path + q, body, content_type="application/json")
+        assert r.status_code == 403, (path, r.content)
+    assert not InternalNote.objects.exists()
+    assert not Message.objects.filter(role="agent").exists()
+
+
+def test_staff_with_a_membership_may_claim(staff_operator, handoff, tenant):
+    MembershipFactory(tenant=tenant, user=staff_operator)
+    r = login(staff_operator).post(
+        f"/console/api/handoffs/{handoff.pk}/claim?tenant={tenant.slug}",
+        {"expected_version": 1},
+        content_type="application/json",
+    )
+    assert r.status_code == 200, r.content

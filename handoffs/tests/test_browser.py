@@ -13,9 +13,9 @@ def bot_replies(stack, conversation_id: int) -> int:
     )[0][0]
 
 
-def test_customer_asks_for_a_human_agent_claims_replies_and_gives_back(live_stack, browser):
+def test_customer_asks_for_a_human_agent_claims_replies_and_gives_back(live_stack, browser, csp):
     agent_ctx = browser.new_context()
-    agent = agent_ctx.new_page()
+    agent = csp.watch(agent_ctx.new_page())
     agent.goto(f"{live_stack.url}/console/login/")
     agent.fill("input[name=username]", "agent")
     agent.fill("input[name=password]", live_stack.logins()["agent"])
@@ -24,7 +24,7 @@ def test_customer_asks_for_a_human_agent_claims_replies_and_gives_back(live_stac
     agent.wait_for_selector("#agents:has-text('Online')", timeout=15000)
 
     customer_ctx = browser.new_context(viewport={"width": 390, "height": 780})
-    customer = customer_ctx.new_page()
+    customer = csp.watch(customer_ctx.new_page())
     customer.goto(f"{live_stack.url}/chat/acme/")
     customer.wait_for_selector("#status:has-text('Online')", timeout=20000)
     customer.fill("#input", "I want to talk to a human about my broken stove")
@@ -69,11 +69,12 @@ def test_customer_asks_for_a_human_agent_claims_replies_and_gives_back(live_stac
     assert states == [("returned_to_bot",)]
     agent_ctx.close()
     customer_ctx.close()
+    assert csp.violations == []
 
 
-def test_second_agent_is_told_the_handoff_is_already_claimed(live_stack, browser):
+def test_second_agent_is_told_the_handoff_is_already_claimed(live_stack, browser, csp):
     customer_ctx = browser.new_context()
-    customer = customer_ctx.new_page()
+    customer = csp.watch(customer_ctx.new_page())
     customer.goto(f"{live_stack.url}/chat/acme/")
     customer.wait_for_selector("#status:has-text('Online')", timeout=20000)
     customer.click("#human")
@@ -83,7 +84,7 @@ def test_second_agent_is_told_the_handoff_is_already_claimed(live_stack, browser
     pages = []
     for username in ("agent", "agent2"):
         ctx = browser.new_context()
-        page = ctx.new_page()
+        page = csp.watch(ctx.new_page())
         page.goto(f"{live_stack.url}/console/login/")
         page.fill("input[name=username]", username)
         page.fill("input[name=password]", live_stack.logins()[username])
@@ -117,11 +118,12 @@ def test_second_agent_is_told_the_handoff_is_already_claimed(live_stack, browser
     )
     assert owners == [("agent",)]
     customer_ctx.close()
+    assert csp.violations == []
 
 
-def test_no_handoff_is_lost_across_a_restart_of_the_web_process(live_stack, browser):
+def test_no_handoff_is_lost_across_a_restart_of_the_web_process(live_stack, browser, csp):
     customer_ctx = browser.new_context()
-    customer = customer_ctx.new_page()
+    customer = csp.watch(customer_ctx.new_page())
     customer.goto(f"{live_stack.url}/chat/acme/")
     customer.wait_for_selector("#status:has-text('Online')", timeout=20000)
     customer.fill("#input", "please connect me to a person about my restart-test order")
@@ -129,7 +131,7 @@ def test_no_handoff_is_lost_across_a_restart_of_the_web_process(live_stack, brow
     customer.wait_for_selector("#notice:has-text('person from our team')", timeout=30000)
 
     agent_ctx = browser.new_context()
-    agent = agent_ctx.new_page()
+    agent = csp.watch(agent_ctx.new_page())
     agent.goto(f"{live_stack.url}/console/login/")
     agent.fill("input[name=username]", "agent")
     agent.fill("input[name=password]", live_stack.logins()["agent"])
@@ -147,3 +149,4 @@ def test_no_handoff_is_lost_across_a_restart_of_the_web_process(live_stack, brow
     assert customer.locator("article.msg.customer", has_text="restart-test").count() == 1
     agent_ctx.close()
     customer_ctx.close()
+    assert csp.violations == []

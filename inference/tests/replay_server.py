@@ -5,6 +5,7 @@ exact SSE bytes of `fixtures/vllm-0.32-cpu-stream.txt` (a copy of shared/fixture
 HTTP/1.1 chunked like uvicorn. Tests switch its behaviour to reproduce real failure
 modes: a 503 health, a refused connection (server stopped), a slow first byte, a
 connection dropped mid-stream, an error event, a stream without `[DONE]`, a 4xx answer.
+A request with `stream_options.continuous_usage_stats` gets running usage on every chunk.
 Every chat request body is recorded.
 """
 
@@ -80,6 +81,28 @@ def _metrics_body(b: Behaviour) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _with_running_usage(events: list[bytes]) -> list[bytes]:
+    """What vLLM sends with `continuous_usage_stats`: running usage on every chunk (the
+    captured prompt size; one token per content delta, as the capture streamed them)."""
+    final = json.loads(events[-2].decode().removeprefix("data: "))["usage"]
+    out, generated = [], 0
+    for event in events:
+        data = event.decode().removeprefix("data: ").strip()
+        if data == "[DONE]":
+            out.append(event)
+            continue
+        chunk = json.loads(data)
+        if chunk.get("choices"):
+            generated += sum(1 for c in chunk["choices"] if c["delta"].get("content"))
+            chunk["usage"] = {
+                "prompt_tokens": final["prompt_tokens"],
+                "completion_tokens": generated,
+                "total_tokens": final["prompt_tokens"] + generated,
+            }
+        out.append(f"data: {json.dumps(chunk)}\n\n".encode())
+    return out
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -126,6 +149,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         events = fixture_events()
+        if (payload.get("stream_options") or {}).get("continuous_usage_stats"):
+            events = _with_running_usage(events)
         if b.drop_done:
             events = [e for e in events if b"[DONE]" not in e]
         for i, event in enumerate(events):

@@ -88,6 +88,15 @@ async def test_release_refunds_unused_tokens(redis):
     await lim.acquire(tenant_id=4, cost=650, lease_ttl_s=60)
 
 
+async def test_release_charges_use_above_the_estimate(redis):
+    lim = limiter(redis, tokens_per_minute=6, max_concurrency=10)  # refills 0.1 token/s
+    lease = await lim.acquire(tenant_id=5, cost=400, lease_ttl_s=60)
+    await lim.release(lease, used_tokens=700)  # 300 more than estimated: 300 left
+    with pytest.raises(TenantRateLimited):
+        await lim.acquire(tenant_id=5, cost=310, lease_ttl_s=60)
+    await lim.acquire(tenant_id=5, cost=290, lease_ttl_s=60)
+
+
 async def test_two_limiters_share_state_through_redis(redis):
     prefix = f"sb:test:{uuid.uuid4().hex[:8]}"
     other = Redis.from_url(settings.REDIS_URL)

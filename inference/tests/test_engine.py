@@ -5,6 +5,7 @@ the two-worker test starts a second one. Never more than two engines run at once
 """
 
 import asyncio
+import dataclasses
 import threading
 import time
 
@@ -93,6 +94,35 @@ async def test_streamed_chat_completion_records_usage(vllm_engine, engine_pool, 
         result.prompt_tokens,
         result.completion_tokens,
     )
+
+
+async def test_cancel_after_the_first_delta_is_metered_with_engine_counts_and_billed(
+    vllm_engine, engine_pool, tenant_id
+):
+    await sync_to_async(register)(vllm_engine)
+    # A bucket refilling at 1 token/s, so the charge can be read back.
+    engine_pool.config = dataclasses.replace(engine_pool.config, tenant_tokens_per_minute=60)
+    await engine_pool.stop()
+    await engine_pool.ensure_running()
+    started = time.monotonic()
+    stream = stream_chat(tenant_id=tenant_id, messages=[SYSTEM, LONG_ASK], max_tokens=200)
+    async for item in stream:
+        assert isinstance(item, ChatDelta)
+        break
+    await stream.aclose()
+    await engine_pool.flush()
+    row = await sync_to_async(InferenceUsage.objects.get)()
+    assert row.outcome == "cancelled"
+    assert row.completion_tokens >= 1
+    assert row.prompt_tokens > 20
+    assert row.estimated is False, "vLLM reported running usage (continuous_usage_stats)"
+    limiter = engine_pool.limiter
+    raw = await limiter.redis.hget(f"{engine_pool.redis_prefix}:tb:{tenant_id}", "tokens")
+    charged = limiter.burst - float(raw)
+    used = row.prompt_tokens + row.completion_tokens
+    refilled = time.monotonic() - started + 1.0
+    assert used - refilled <= charged <= used + 0.5, "billed what was used, not max_tokens"
+    assert await limiter.in_flight(tenant_id=tenant_id) == 0
 
 
 async def test_pool_scrapes_real_engine_metrics(vllm_engine, engine_pool, tenant_id):

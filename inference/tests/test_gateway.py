@@ -351,3 +351,130 @@ async def test_admission_store_down_fails_closed_with_503(pool, one_worker, repl
     with pytest.raises(PoolUnavailable, match="admission store"):
         await run(tenant_id=tenant_id)
     assert replay.state.chat_requests == []
+
+
+# ------------------------------------------------------------------ metering of every call
+async def bucket_tokens(pool, tenant_id):
+    raw = await pool.limiter.redis.hget(f"{pool.redis_prefix}:tb:{tenant_id}", "tokens")
+    return float(raw)
+
+
+@pytest.fixture
+async def slow_refill(pool, one_worker):
+    """A pool (with `one_worker`) whose tenant bucket refills at 1 token/s, so charges can be
+    read exactly."""
+    pool.config = dataclasses.replace(pool.config, tenant_tokens_per_minute=60)
+    await pool.stop()
+    await pool.ensure_running()
+    return pool
+
+
+async def first_delta_then_break(tenant_id, **kw):
+    stream = stream_chat(tenant_id=tenant_id, messages=MESSAGES, **kw)
+    async for item in stream:
+        assert isinstance(item, ChatDelta)
+        break
+    await stream.aclose()
+
+
+async def test_cancel_after_first_delta_is_metered_and_charged_to_the_tenant(
+    slow_refill, one_worker, replay, tenant_id, settings
+):
+    pool = slow_refill
+    settings.INFERENCE = {**settings.INFERENCE, "CONTINUOUS_USAGE": False}
+    pool.config = dataclasses.replace(pool.config, continuous_usage=False)
+    replay.behaviour.chunk_delay_s = 0.05
+    await first_delta_then_break(tenant_id, max_tokens=256)
+    await pool.flush()
+    rows = await sync_to_async(usage_rows)()
+    assert [r["outcome"] for r in rows] == ["cancelled"]
+    row = rows[0]
+    assert row["completion_tokens"] >= 1
+    assert row["estimated"] is True, "the engine reported no usage before the cancel"
+    assert row["prompt_tokens"] > 0
+    assert row["ttft_ms"] is not None
+    assert await pool.limiter.in_flight(tenant_id=tenant_id) == 0
+    charged = pool.config.tenant_token_burst - await bucket_tokens(pool, tenant_id)
+    used = row["prompt_tokens"] + row["completion_tokens"]
+    assert used - 1 <= charged <= used + 0.5, "billed what was used, not the 256-token estimate"
+
+
+async def test_cancel_with_running_usage_meters_the_engine_counts(
+    slow_refill, one_worker, replay, tenant_id
+):
+    pool = slow_refill
+    replay.behaviour.chunk_delay_s = 0.05
+    await first_delta_then_break(tenant_id)
+    assert replay.state.chat_requests[-1]["stream_options"] == {
+        "include_usage": True,
+        "continuous_usage_stats": True,
+    }
+    await pool.flush()
+    [row] = await sync_to_async(usage_rows)()
+    assert (row["outcome"], row["prompt_tokens"], row["estimated"]) == ("cancelled", 86, False)
+    assert row["completion_tokens"] >= 1
+    charged = pool.config.tenant_token_burst - await bucket_tokens(pool, tenant_id)
+    assert 86 + row["completion_tokens"] - 1 <= charged <= 86 + row["completion_tokens"] + 0.5
+
+
+async def test_cancelled_consumer_task_is_metered(pool, one_worker, replay, tenant_id):
+    replay.behaviour.chunk_delay_s = 0.2
+    got_first = asyncio.Event()
+
+    async def consume():
+        async for item in stream_chat(tenant_id=tenant_id, messages=MESSAGES):
+            if isinstance(item, ChatDelta):
+                got_first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(got_first.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await pool.flush()
+    [row] = await sync_to_async(usage_rows)()
+    assert row["outcome"] == "cancelled"
+    assert row["completion_tokens"] >= 1
+    assert await pool.limiter.in_flight(tenant_id=tenant_id) == 0
+
+
+async def test_caller_timeout_is_metered_as_cancelled(pool, one_worker, replay, tenant_id):
+    replay.behaviour.chunk_delay_s = 0.2
+
+    async def consume_with_deadline():
+        async with asyncio.timeout(0.5):
+            async for _ in stream_chat(tenant_id=tenant_id, messages=MESSAGES):
+                pass
+
+    with pytest.raises(TimeoutError):
+        await consume_with_deadline()
+    await pool.flush()
+    rows = await sync_to_async(usage_rows)()
+    assert [r["outcome"] for r in rows] == ["cancelled"]
+    assert rows[0]["completion_tokens"] >= 1
+
+
+async def test_failure_after_the_worker_took_the_call_is_metered_as_error(
+    pool, one_worker, replay, tenant_id
+):
+    replay.behaviour.error_after = 1  # the role chunk, then an error event: no text
+    with pytest.raises(PoolUnavailable):
+        await run(tenant_id=tenant_id)
+    await pool.flush()
+    rows = await sync_to_async(usage_rows)()
+    assert [(r["outcome"], r["completion_tokens"]) for r in rows] == [("error", 0)]
+    assert rows[0]["prompt_tokens"] == 86, "the role chunk carried the engine's prompt count"
+
+
+async def test_refused_connection_is_not_metered_and_costs_the_tenant_nothing(
+    slow_refill, one_worker, replay, tenant_id
+):
+    pool = slow_refill
+    replay.stop()
+    with pytest.raises(PoolUnavailable):
+        await run(tenant_id=tenant_id)
+    await pool.flush()
+    assert await sync_to_async(usage_rows)() == []
+    assert await bucket_tokens(pool, tenant_id) == pytest.approx(
+        pool.config.tenant_token_burst, abs=0.5
+    )

@@ -25,6 +25,7 @@
   let retry = 0;
   let lastId = 0;
   const rendered = new Map();   // message id -> element
+  const actions = new Map();    // action id -> latest card (highest version wins)
   const pending = new Map(Object.entries(store.get("pending") || {}));  // client id -> text
 
   function setStatus(text) { statusEl.textContent = text; }
@@ -91,6 +92,80 @@
     el.append(box);
   }
 
+  // A proposal card: what would happen, Confirm / Cancel while it awaits the customer, then
+  // its state. Cards are rendered under the message that carries them (meta action_id) and
+  // replaced by newer versions only, so events arriving twice or out of order change nothing.
+  const STATE_LABEL = {
+    awaiting_confirmation: "Waiting for your confirmation",
+    awaiting_approval: "Waiting for review by our team",
+    approved: "Approved — submitting",
+    executing: "Submitting…",
+    unknown: "Submitted — confirming with our payment system",
+    succeeded: "Done — confirmed by our payment system",
+    failed: "Not completed",
+    rejected: "Not possible",
+    denied: "Not approved",
+    cancelled: "Cancelled",
+    expired: "Expired",
+  };
+
+  function upsertCard(card) {
+    if (!card || !card.id || card.tool !== "request_refund") return;
+    const known = actions.get(card.id);
+    if (known && known.version > card.version) return;
+    actions.set(card.id, card);
+    for (const el of log.querySelectorAll(`[data-action-id="${card.id}"]`)) drawCard(el, card);
+  }
+
+  function attachCard(el, actionId) {
+    if (!actionId) return;
+    el.dataset.actionId = actionId;
+    const card = actions.get(actionId);
+    if (card) drawCard(el, card);
+  }
+
+  function drawCard(el, card) {
+    el.querySelector(".action-card")?.remove();
+    const box = document.createElement("section");
+    box.className = `action-card state-${card.state}`;
+    box.dataset.state = card.state;
+    box.setAttribute("aria-label", "Proposed action");
+    const title = document.createElement("h2");
+    title.textContent = card.summary;
+    const state = document.createElement("p");
+    state.className = "action-state";
+    state.textContent = STATE_LABEL[card.state] || card.state;
+    box.append(title, state);
+    if (card.needs_confirmation) {
+      const next = document.createElement("p");
+      next.className = "action-next";
+      next.textContent = card.next_step;
+      const buttons = document.createElement("div");
+      buttons.className = "action-buttons";
+      for (const [type, label] of [["action.confirm", "Confirm"], ["action.cancel", "Cancel"]]) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = label;
+        b.className = type === "action.confirm" ? "confirm" : "cancel";
+        b.addEventListener("click", () => {
+          buttons.querySelectorAll("button").forEach((x) => { x.disabled = true; });
+          if (!send({ type, action_id: card.id, version: card.version })) {
+            buttons.querySelectorAll("button").forEach((x) => { x.disabled = false; });
+            showNotice("Reconnecting… please try again in a moment.");
+          }
+        });
+        buttons.append(b);
+      }
+      box.append(next, buttons);
+    } else if (card.provider_reference) {
+      const ref = document.createElement("p");
+      ref.className = "action-ref";
+      ref.textContent = `Reference: ${card.provider_reference}`;
+      box.append(ref);
+    }
+    el.append(box);
+  }
+
   function renderMessage(m) {
     if (!m || !m.id) return;
     lastId = Math.max(lastId, m.id);
@@ -107,6 +182,11 @@
     if (m.role === "bot" && m.state === "delivered") {
       renderSources(el, m.citations);
       if (m.kind === "answer" || m.kind === "extractive") renderRating(el, m.id, m.feedback);
+    }
+    // The card lives under the message that proposed it (bot reply or agent's proposal).
+    if (m.action_id && (m.role === "bot" || (m.role === "system" && actions.get(m.action_id)
+        && !log.querySelector(`[data-action-id="${m.action_id}"]`)))) {
+      attachCard(el, m.action_id);
     }
   }
 
@@ -145,6 +225,7 @@
       if (ev.visitor_token) store.set("visitor_token", ev.visitor_token);
       store.set("conversation_id", ev.conversation_id);
       setStatus(ev.owner === "human" ? "Chatting with our team" : "Online");
+      for (const card of ev.actions || []) upsertCard(card);
       for (const m of ev.history) renderMessage(m);
       if (ev.handoff) showHandoff(ev.handoff);
       for (const [clientId, text] of pending) sendMessage(clientId, text);
@@ -181,6 +262,18 @@
     },
     "agent.message": (ev) => { typing.hidden = true; renderMessage(ev.message); },
     "handoff.started": (ev) => showHandoff(ev),
+    "action.proposed": (ev) => {
+      upsertCard(ev.action);
+      const el = log.querySelector(`[data-action-id="${ev.action.id}"]`)
+        || [...rendered.values()].reverse().find((x) => x.classList.contains("bot"));
+      if (el && !el.dataset.actionId) attachCard(el, ev.action.id);
+    },
+    "action.updated": (ev) => {
+      upsertCard(ev.action);
+      if (!log.querySelector(`[data-action-id="${ev.action.id}"]`)) return;
+      if (["awaiting_confirmation", "executing"].includes(ev.action.state)) return;
+      showNotice("");
+    },
     "conversation.owner": (ev) => {
       setStatus(ev.owner === "human" ? "Chatting with our team" : "Online");
       if (ev.owner === "human") showNotice("A person from our team has joined the conversation.");
@@ -191,7 +284,16 @@
       el?.querySelectorAll(".rate button").forEach((b) =>
         b.setAttribute("aria-pressed", String(b.dataset.rating === ev.rating)));
     },
-    "error": (ev) => { typing.hidden = true; showNotice(ev.detail || "Something went wrong."); },
+    "error": (ev) => {
+      typing.hidden = true;
+      showNotice(ev.detail || "Something went wrong.");
+      // A refused Confirm/Cancel (expired, answered in another tab): show the card as it is.
+      if (ev.action_id && actions.get(ev.action_id)) {
+        const card = actions.get(ev.action_id);
+        if (ev.state) upsertCard({ ...card, state: ev.state, needs_confirmation: false,
+                                   version: ev.current_version || card.version + 1 });
+      }
+    },
     "handoff.contact_saved": (ev) => showNotice(`Thanks, we'll write to ${ev.email}. ` +
                                                   "You can also keep the chat open."),
     "pong": () => {},

@@ -47,18 +47,45 @@
     }
   }
 
+  function renderYields(rows) {
+    const body = document.querySelector("#yields tbody");
+    body.replaceChildren();
+    for (const y of rows) {
+      const tr = document.createElement("tr");
+      tr.dataset.model = y.model;
+      const paths = Object.entries(y.by_path || {}).map(([p, n]) => `${p} ${n}`).join(", ");
+      tr.append(
+        cell(y.model), cell(y.skipping ? "skipping (probing)" : "generating"),
+        cell(fmt(y.yield_rate, 2)), cell(fmt(y.answer_yield, 2)), cell(y.samples),
+        cell(pct(y.skip_rate)), cell(paths || "–"),
+        cell(`${fmt(y.p50_wait_ms, 0)} / ${fmt(y.p95_wait_ms, 0)}`)
+      );
+      body.append(tr);
+    }
+    if (!rows.length) {
+      const tr = document.createElement("tr");
+      const td = cell("No answers measured yet.");
+      td.colSpan = 8;
+      tr.append(td);
+      body.append(tr);
+    }
+  }
+
   function renderTenants(tenants) {
     const body = document.querySelector("#tenants tbody");
     body.replaceChildren();
     for (const t of tenants) {
       const tr = document.createElement("tr");
-      tr.append(cell(t.tenant), cell(t.requests), cell(t.prompt_tokens), cell(t.completion_tokens));
+      tr.append(
+        cell(t.tenant), cell(t.requests), cell(t.cancelled), cell(t.failed),
+        cell(t.prompt_tokens), cell(t.completion_tokens)
+      );
       body.append(tr);
     }
     if (!tenants.length) {
       const tr = document.createElement("tr");
       const td = cell("No requests yet.");
-      td.colSpan = 4;
+      td.colSpan = 6;
       tr.append(td);
       body.append(tr);
     }
@@ -102,10 +129,14 @@
         i ? ctx.lineTo(x(i + off), y) : ctx.moveTo(x(i + off), y);
       });
       ctx.stroke();
-      legend.push(`<span style="color:${color}">■</span> ${n}`);
+      // DOM nodes and CSSOM colours, not innerHTML with style attributes (CSP: style-src).
+      const swatch = document.createElement("span");
+      swatch.style.color = color;
+      swatch.textContent = "■";
+      legend.push(swatch, ` ${n}\u00a0\u00a0 `);
     });
-    document.getElementById("legend").innerHTML =
-      legend.join(" &nbsp; ") + " &nbsp; (solid: tokens/s, dashed: queue depth)";
+    document.getElementById("legend").replaceChildren(
+      ...legend, "(solid: tokens/s, dashed: queue depth)");
   }
 
   async function tick() {
@@ -114,6 +145,7 @@
       if (!r.ok) throw new Error("HTTP " + r.status);
       const data = await r.json();
       renderWorkers(data.workers);
+      renderYields(data.yields || []);
       renderTenants(data.tenants);
       const now = Date.now();
       for (const w of data.workers) {

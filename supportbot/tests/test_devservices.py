@@ -2,6 +2,7 @@
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,8 @@ def test_database_url_path_starts_nothing_embedded(service_tmp, monkeypatch):
             "SUPPORTBOT_VAR_DIR": str(app_var),
             "DATABASE_URL": urls["postgres"],
             "REDIS_URL": urls["valkey"],
+            # Servers run elsewhere are production: the secret key must be given.
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
         }
         migrate = subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput"],

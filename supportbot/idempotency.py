@@ -1,0 +1,162 @@
+"""`Idempotency-Key` for every partner POST, with Stripe's semantics.
+
+- Same key + same request (method, path, body) → the saved status and body, with
+  `Idempotent-Replayed: true`; nothing runs again.
+- Same key + a different request → 422 `idempotency_key_reused`.
+- Same key while the first request still runs → 409 `idempotency_in_progress` with
+  `Retry-After` (a request that died holding the key is taken over after a while).
+- Successes and client errors (4xx other than 409/429) are saved; 5xx and throttling are not
+  (the key is released, so a retry runs again). Keys are kept for 24 hours, per tenant.
+- A streamed (SSE) response is not saved: the key guards against a concurrent duplicate while
+  it runs, and a retry runs again — safe because messages dedupe on `client_message_id`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.http import StreamingHttpResponse
+from django.utils import timezone
+from rest_framework.response import Response
+
+from supportbot.authentication import request_tenant
+from supportbot.errors import ApplicationError, Conflict
+from supportbot.models import IdempotencyKey, Tenant
+
+HEADER = "Idempotency-Key"
+MAX_KEY_CHARS = 255
+KEEP = timedelta(hours=24)
+ABANDONED_AFTER = timedelta(minutes=2)
+
+
+class Replay(Exception):
+    """Raised from a view's `initial` to answer with the saved response."""
+
+    def __init__(self, record: IdempotencyKey) -> None:
+        super().__init__(record.key)
+        self.record = record
+
+
+def request_fingerprint(request) -> str:
+    """sha256 over method, path and the parsed body (uploaded files by their content)."""
+    data: Any = {}
+    try:
+        raw = request.data
+    except Exception:  # noqa: BLE001 - the view reports the parse error itself
+        raw = {}
+    if hasattr(raw, "lists"):
+        for name, values in raw.lists():
+            data[name] = [v if isinstance(v, str) else "" for v in values]
+    elif isinstance(raw, dict | list):
+        data = raw
+    files = {}
+    for name, upload in getattr(request, "FILES", {}).items():
+        digest = hashlib.sha256()
+        for chunk in upload.chunks():
+            digest.update(chunk)
+        upload.seek(0)
+        files[name] = [upload.name, digest.hexdigest()]
+    canonical = json.dumps(
+        {"method": request.method, "path": request.path, "data": data, "files": files},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def idempotency_begin(*, tenant: Tenant, key: str, request) -> IdempotencyKey:
+    """Claim `key` for this request, or raise Replay / 422 / 409 as the semantics say."""
+    if not key or len(key) > MAX_KEY_CHARS or not key.isprintable():
+        raise ApplicationError(
+            f"{HEADER} must be 1-{MAX_KEY_CHARS} printable characters.", field=HEADER
+        )
+    fingerprint = request_fingerprint(request)
+    now = timezone.now()
+    IdempotencyKey.objects.filter(tenant=tenant, created_at__lt=now - KEEP).delete()
+    for _ in range(2):
+        try:
+            with transaction.atomic():
+                return IdempotencyKey.objects.create(
+                    tenant=tenant,
+                    key=key,
+                    method=request.method,
+                    path=request.path[:300],
+                    request_hash=fingerprint,
+                )
+        except IntegrityError:
+            pass
+        record = IdempotencyKey.objects.filter(tenant=tenant, key=key).first()
+        if record is None:
+            continue  # released meanwhile: claim it
+        if record.request_hash != fingerprint:
+            raise ApplicationError(
+                f"This {HEADER} was used with a different request "
+                f"({record.method} {record.path}); use a new key.",
+                code="idempotency_key_reused",
+                status=422,
+                field=HEADER,
+            )
+        if record.state == IdempotencyKey.State.DONE:
+            raise Replay(record)
+        if now - record.updated_at < ABANDONED_AFTER:
+            raise Conflict(
+                f"A request with this {HEADER} is still running; retry shortly.",
+                code="idempotency_in_progress",
+                extra={"retry_after": 1},
+            )
+        # The first request died holding the key: take it over (one winner).
+        taken = IdempotencyKey.objects.filter(
+            pk=record.pk, state=IdempotencyKey.State.IN_PROGRESS, updated_at=record.updated_at
+        ).update(updated_at=now)
+        if taken:
+            record.refresh_from_db()
+            return record
+    raise Conflict(f"This {HEADER} is busy; retry shortly.", code="idempotency_in_progress")
+
+
+def idempotency_finish(*, record: IdempotencyKey, response) -> None:
+    """Save what the request answered (or release the key when it must run again)."""
+    status = response.status_code
+    keep = isinstance(response, Response) and not isinstance(response, StreamingHttpResponse)
+    if not keep or status >= 500 or status in (409, 429):
+        IdempotencyKey.objects.filter(pk=record.pk).delete()
+        return
+    IdempotencyKey.objects.filter(pk=record.pk).update(
+        state=IdempotencyKey.State.DONE,
+        status_code=status,
+        response_body=response.data,
+        updated_at=timezone.now(),
+    )
+
+
+class IdempotentPostMixin:
+    """For DRF views: honour `Idempotency-Key` on POST (after authentication)."""
+
+    def initial(self, request, *args, **kwargs):
+        self._idempotency = None
+        super().initial(request, *args, **kwargs)
+        key = request.headers.get(HEADER)
+        if request.method == "POST" and key is not None:
+            self._idempotency = idempotency_begin(
+                tenant=request_tenant(request), key=key.strip(), request=request
+            )
+
+    def handle_exception(self, exc):
+        if isinstance(exc, Replay):
+            record = exc.record
+            response = Response(record.response_body, status=record.status_code)
+            response["Idempotent-Replayed"] = "true"
+            return response
+        return super().handle_exception(exc)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        record = getattr(self, "_idempotency", None)
+        if record is not None:
+            self._idempotency = None
+            idempotency_finish(record=record, response=response)
+        return response

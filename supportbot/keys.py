@@ -1,0 +1,63 @@
+"""The secret key and the keys derived from it.
+
+`DJANGO_SECRET_KEY` is the one root secret. Without it, development (`make run`, tests) uses a
+random key generated once into `<var>/secret-key` (mode 0600); settings refuse to load in
+production. Other keys are derived from the root with HKDF-SHA256 under a purpose label, so
+one leaked derived key reveals neither the root nor its siblings. This module imports no
+Django code: settings call it before Django is configured.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+SECRET_FILE_NAME = "secret-key"  # noqa: S105 - a file name, not a secret
+
+
+def dev_secret_key(var_dir: Path) -> str:
+    """The development secret in `var_dir/secret-key`, created (random, 0600) on first use.
+
+    Several processes start at once under `make run`, so the file is written to a private
+    temporary name and linked into place: exactly one writer wins and everyone reads its key.
+    """
+    var_dir.mkdir(parents=True, exist_ok=True)
+    path = var_dir / SECRET_FILE_NAME
+    if not path.exists():
+        tmp = var_dir / f".{SECRET_FILE_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as fh:
+                fh.write(secrets.token_urlsafe(64) + "\n")
+            with contextlib.suppress(FileExistsError):  # another process won: use its key
+                os.link(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        path.chmod(0o600)
+    key = path.read_text(encoding="ascii").strip()
+    if len(key) < 50:
+        raise ValueError(f"{path} holds no usable key; delete it to generate a new one.")
+    return key
+
+
+def derive_key(secret: str, purpose: str, length: int = 32) -> bytes:
+    """`length` bytes for `purpose` derived from `secret` (HKDF-SHA256, no salt)."""
+    return HKDF(
+        algorithm=hashes.SHA256(),
+        length=length,
+        salt=None,
+        info=f"supportbot:{purpose}".encode(),
+    ).derive(secret.encode())
+
+
+def derive_fernet_key(secret: str, purpose: str) -> str:
+    """A Fernet key (urlsafe base64 of 32 bytes) derived from `secret` for `purpose`."""
+    return base64.urlsafe_b64encode(derive_key(secret, purpose)).decode("ascii")

@@ -1,0 +1,117 @@
+"""`Idempotency-Key` on partner POSTs (Stripe's semantics), and API keys only."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import URLPattern, URLResolver
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from conversations.models import Conversation
+from supportbot import urls
+from supportbot.models import IdempotencyKey
+from supportbot.services import api_key_create
+from supportbot.tests.factories import MembershipFactory
+
+
+def create(client, external_id="cust-1", key="k-1"):
+    return client.post(
+        "/api/v1/conversations",
+        {"customer": {"external_id": external_id}},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
+
+
+def test_same_key_and_body_replays_the_saved_response(api_client, tenant):
+    first = create(api_client)
+    again = create(api_client)
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert Conversation.objects.filter(tenant=tenant).count() == 1
+
+
+def test_same_key_with_another_body_is_a_422(api_client, tenant):
+    create(api_client)
+    other = create(api_client, external_id="cust-2")
+    assert other.status_code == 422, other.content
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    assert other.json()["error"]["field"] == "Idempotency-Key"
+    assert Conversation.objects.filter(tenant=tenant).count() == 1
+
+
+def test_a_client_error_is_saved_and_replayed_too(api_client):
+    bad = api_client.post(
+        "/api/v1/conversations", {"customer": {}}, format="json", HTTP_IDEMPOTENCY_KEY="k-bad"
+    )
+    again = api_client.post(
+        "/api/v1/conversations", {"customer": {}}, format="json", HTTP_IDEMPOTENCY_KEY="k-bad"
+    )
+    assert bad.status_code == again.status_code == 400
+    assert again["Idempotent-Replayed"] == "true"
+
+
+def test_a_running_request_holds_the_key_until_it_is_abandoned(api_client, tenant):
+    create(api_client, key="k-busy")
+    record = IdempotencyKey.objects.get(key="k-busy")
+    record.state = IdempotencyKey.State.IN_PROGRESS  # as if the first request still ran
+    record.save()
+    busy = create(api_client, key="k-busy")
+    assert busy.status_code == 409, busy.content
+    assert busy.json()["error"]["code"] == "idempotency_in_progress"
+    assert busy["Retry-After"] == "1"
+    IdempotencyKey.objects.filter(pk=record.pk).update(
+        updated_at=timezone.now() - timedelta(minutes=5)
+    )
+    taken_over = create(api_client, key="k-busy")
+    assert taken_over.status_code == 201
+    assert IdempotencyKey.objects.get(key="k-busy").state == "done"
+
+
+def test_keys_are_per_tenant(api_client, other_tenant):
+    create(api_client, key="shared")
+    _, raw = api_key_create(tenant=other_tenant, name="other")
+    theirs = APIClient()
+    theirs.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    r = create(theirs, key="shared")
+    assert r.status_code == 201
+    assert "Idempotent-Replayed" not in r
+    assert Conversation.objects.filter(tenant=other_tenant).count() == 1
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "bad\nkey"])
+def test_malformed_keys_are_refused(api_client, key):
+    r = create(api_client, key=key)
+    assert r.status_code == 400, r.content
+    assert r.json()["error"]["field"] == "Idempotency-Key"
+
+
+def _partner_paths(patterns, prefix="/api/v1/"):
+    for p in patterns:
+        if isinstance(p, URLResolver):
+            yield from _partner_paths(p.url_patterns, prefix + str(p.pattern))
+        elif isinstance(p, URLPattern):
+            route = str(p.pattern)
+            for name in ("conversation_id", "action_id", "message_id", "document_id", "event_id"):
+                route = route.replace(f"<int:{name}>", "1")
+            yield prefix + route
+
+
+PARTNER_PATHS = sorted(set(_partner_paths(urls.api_v1)))
+
+
+def test_every_partner_endpoint_is_listed():
+    assert len(PARTNER_PATHS) >= 12
+    assert "/api/v1/conversations/1/actions/1/confirm" in PARTNER_PATHS
+
+
+@pytest.mark.parametrize("path", PARTNER_PATHS)
+@pytest.mark.parametrize("method", ["get", "post", "delete"])
+def test_an_agents_browser_session_is_refused_on_every_partner_endpoint(tenant, path, method):
+    agent = MembershipFactory(tenant=tenant, role="admin").user
+    client = APIClient(enforce_csrf_checks=False)
+    client.force_login(agent)
+    r = getattr(client, method)(path, {}, format="json")
+    assert r.status_code in (401, 403), (path, method, r.status_code, r.content[:200])
+    assert r.json()["error"]["code"] in ("not_authenticated", "permission_denied")
