@@ -51,11 +51,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
             event = json.loads(text_data or "")
-        except (json.JSONDecodeError, TypeError):
+        except (ValueError, TypeError, RecursionError):  # RecursionError: nesting too deep
             await self.send_error("bad_json", "Events must be JSON objects.")
             return
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             await self.send_error("bad_event", "Events need a string 'type'.", field="type")
+            return
+        nul_field = _nul_field(event)
+        if nul_field is not None:
+            await self.send_error("invalid", "Null characters are not allowed.", field=nul_field)
             return
         handler = {
             "session.start": self.on_session_start,
@@ -241,3 +245,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if event["message"]["role"] == Message.Role.AGENT:
                 event = {**event, "type": "agent.message"}
         await self.emit(event)
+
+
+def _nul_field(event: dict) -> str | None:
+    """The first key whose value holds a NUL character (PostgreSQL text cannot store one)."""
+    stack: list[tuple[str, object]] = list(event.items())
+    while stack:
+        key, value = stack.pop()
+        if "\x00" in key or (isinstance(value, str) and "\x00" in value):
+            return key.replace("\x00", "")
+        if isinstance(value, dict):
+            stack.extend((f"{key}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((key, v) for v in value)
+    return None

@@ -73,7 +73,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         try:
             event = json.loads(text_data or "")
             kind = event["type"]
-        except (json.JSONDecodeError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):
             await self.send(
                 text_data=json.dumps(
                     {"type": "error", "code": "bad_event", "detail": "Events are JSON with a type."}

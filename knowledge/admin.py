@@ -32,7 +32,16 @@ class DocumentForm(forms.ModelForm):
 
 class DocumentVersionInline(admin.TabularInline):
     model = DocumentVersion
-    fields = ["version", "filename", "content_type", "size", "sha256", "created_at"]
+    fields = [
+        "version",
+        "filename",
+        "content_type",
+        "size",
+        "audience",
+        "segments",
+        "sha256",
+        "created_at",
+    ]
     readonly_fields = fields
     extra = 0
     can_delete = False

@@ -49,9 +49,11 @@ def chunk_document(
     chunks: list[ChunkDraft] = []
     headings: list[tuple[int, str]] = []
     units: list[_Unit] = []
+    unit_tokens = 0  # tokens in `units`, kept as a running sum so chunking stays linear
     overlap_budget = int(max_tokens * overlap)
 
     def emit(carry: bool) -> None:
+        nonlocal unit_tokens
         if not units:
             return
         start, end = units[0].start, units[-1].end
@@ -69,9 +71,10 @@ def chunk_document(
             for unit in reversed(units[1:]):  # never carry the whole chunk
                 if unit.tokens > budget:
                     break
-                kept.insert(0, unit)
+                kept.append(unit)
                 budget -= unit.tokens
-        units[:] = kept
+        units[:] = kept[::-1]
+        unit_tokens = sum(u.tokens for u in units)
 
     for block in extracted.blocks:
         if block.level:
@@ -80,9 +83,10 @@ def chunk_document(
             headings.append((block.level, block.text))
             continue
         for unit in _units(text, block.start, block.end, max_tokens):
-            if units and sum(u.tokens for u in units) + unit.tokens > max_tokens:
+            if units and unit_tokens + unit.tokens > max_tokens:
                 emit(carry=True)
             units.append(unit)
+            unit_tokens += unit.tokens
     emit(carry=False)
     return chunks
 

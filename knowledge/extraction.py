@@ -3,20 +3,26 @@
 Supported: PDF (pypdf; headings recognised by font size), HTML (navigation, scripts and page
 chrome stripped, headings kept), Markdown and plain text. The returned `text` is what chunk
 spans point into and what the public knowledge page shows.
+
+Uploads are untrusted: extraction is linear in the input, never recurses over the document
+tree, and stops with an `ExtractionError` (which fails the document with its message) at the
+limits in `Limits`: characters of text, PDF pages, PDF stream sizes, HTML nesting depth and a
+wall-clock deadline that is checked as the work proceeds.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePath
 
-from bs4 import BeautifulSoup, NavigableString, Tag
+from lxml import etree
 from markdown_it import MarkdownIt
-from pypdf import PdfReader
-from pypdf.errors import PdfReadError
+from pypdf import PdfReader, apply_configuration
+from pypdf.errors import LimitReachedError, PyPdfError
 
 PDF = "application/pdf"
 HTML = "text/html"
@@ -38,6 +44,41 @@ class ExtractionError(Exception):
     """The file cannot be turned into text (the message says why, for the document's error)."""
 
 
+# Bytes a single PDF stream may decompress to, and the decoding work per stream. A text layer
+# needs far less; pypdf's defaults (75 MB, 300 MB) let one upload hold a worker's memory.
+PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
+# libxml2 stops building the tree at this depth (ERR_RESOURCE_LIMIT); we fail the document.
+HTML_MAX_DEPTH = 255
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one document may cost: characters of text, PDF pages, and a wall-clock deadline
+    (a `time.monotonic()` value) checked cooperatively while extracting."""
+
+    max_chars: int = 20_000_000
+    max_pages: int = 2000
+    deadline: float | None = None
+    seconds: float = 0.0
+
+    @classmethod
+    def within(cls, *, seconds: float, max_chars: int, max_pages: int) -> Limits:
+        return cls(
+            max_chars=max_chars,
+            max_pages=max_pages,
+            deadline=time.monotonic() + seconds,
+            seconds=seconds,
+        )
+
+    def check_time(self) -> None:
+        """Raise ExtractionError once the deadline has passed."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ExtractionError(
+                f"Extraction stopped after {self.seconds:g} s, the time limit per document: "
+                "the file is too large or too complex; split it or simplify it."
+            )
+
+
 @dataclass(frozen=True)
 class Block:
     text: str
@@ -46,21 +87,52 @@ class Block:
     end: int
 
 
-@dataclass
+_SPACES = re.compile(r"\s+")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?)])")
+# C0 controls other than tab/newline/CR (PostgreSQL text cannot hold NUL) and U+FFFD.
+_CONTROL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 32), 127, 0xFFFD])
+
+
 class Extracted:
-    text: str = ""
-    blocks: list[Block] = field(default_factory=list)
+    """Text and blocks of a document, built in linear time (parts joined once, on demand)."""
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.blocks: list[Block] = []
+        self.limits = limits or Limits()
+        self._parts: list[str] = []
+        self._length = 0
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = "".join(self._parts)
+            self._parts = [self._text] if self._text else []
+        return self._text
 
     def add(self, text: str, level: int = 0) -> None:
-        """Append a block (whitespace collapsed), separated from the previous by a blank line."""
-        text = re.sub(r"\s+([.,;:!?)])", r"\1", re.sub(r"\s+", " ", text)).strip()
+        """Append a block (whitespace collapsed), separated from the previous by a blank line.
+
+        Raise ExtractionError when the text would pass the character limit or the deadline
+        has passed."""
+        self.limits.check_time()
+        text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", text.translate(_CONTROL))).strip()
         if not text:
             return
-        if self.text:
-            self.text += "\n\n"
-        start = len(self.text)
-        self.text += text
-        self.blocks.append(Block(text=text, level=level, start=start, end=len(self.text)))
+        separator = "\n\n" if self._length else ""
+        start = self._length + len(separator)
+        end = start + len(text)
+        if end > self.limits.max_chars:
+            raise ExtractionError(
+                f"The file holds more than {self.limits.max_chars:,} characters of text, the "
+                "limit per document; split it into smaller documents."
+            )
+        if separator:
+            self._parts.append(separator)
+        self._parts.append(text)
+        self._length = end
+        self._text = None
+        self.blocks.append(Block(text=text, level=level, start=start, end=end))
 
 
 def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | None:
@@ -81,18 +153,20 @@ def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | N
     return content_type if b"\x00" not in head else None
 
 
-def extract(*, data: bytes, content_type: str) -> Extracted:
-    """Extract text and blocks; raise ExtractionError when there is no text to index."""
+def extract(*, data: bytes, content_type: str, limits: Limits | None = None) -> Extracted:
+    """Extract text and blocks; raise ExtractionError when there is no text to index or the
+    file passes one of `limits`."""
+    limits = limits or Limits()
     if content_type == PDF:
-        result = _extract_pdf(data)
+        result = _extract_pdf(data, limits)
     else:
         text = _decode(data)
         if content_type == HTML:
-            result = _extract_html(text)
+            result = _extract_html(text, limits)
         elif content_type == MARKDOWN:
-            result = _extract_markdown(text)
+            result = _extract_markdown(text, limits)
         else:
-            result = _extract_plain(text)
+            result = _extract_plain(text, limits)
     if not result.text.strip():
         kind = "PDF" if content_type == PDF else "file"
         hint = " (is it a scanned image without a text layer?)" if content_type == PDF else ""
@@ -112,35 +186,97 @@ def _decode(data: bytes) -> str:
 # --------------------------------------------------------------------------- PDF
 
 
-def _extract_pdf(data: bytes) -> Extracted:
+_PDF_LIMITS = dict.fromkeys(
+    (
+        "maximum_declared_stream_length",
+        "array_based_stream_maximum_output_length",
+        "jbig2_maximum_output_length",
+        "lzw_maximum_output_length",
+        "run_length_maximum_output_length",
+        "zlib_maximum_output_length",
+        "brotli_maximum_output_length",
+        "image_maximum_buffer_size",
+    ),
+    PDF_MAX_STREAM_BYTES,
+) | {"stream_decoding_work_maximum_length": 4 * PDF_MAX_STREAM_BYTES}
+
+
+def _extract_pdf(data: bytes, limits: Limits) -> Extracted:
+    """Read the text layer under pypdf's resource limits (tightened), page by page.
+
+    Any failure inside pypdf — a decompression bomb (LimitReachedError), a malformed file, or
+    pypdf's own bugs on hostile input — becomes an ExtractionError with the reason."""
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise ExtractionError("The PDF is encrypted; upload an unprotected copy.")
-        lines: list[tuple[str, float, float]] = []  # text, font size, y position
-        for page in reader.pages:
-            page_lines: list[tuple[str, float, float]] = []
+        with apply_configuration(**_PDF_LIMITS):
+            lines = _pdf_lines(data, limits)
+    except ExtractionError:
+        raise
+    except LimitReachedError as exc:
+        raise ExtractionError(
+            f"The PDF expands beyond the safe limits (a stream may decompress to at most "
+            f"{PDF_MAX_STREAM_BYTES // (1024 * 1024)} MiB): {_reason(exc)}."
+        ) from exc
+    except PyPdfError as exc:
+        raise ExtractionError(f"The PDF cannot be read: {_reason(exc)}.") from exc
+    except RecursionError as exc:
+        raise ExtractionError("The PDF cannot be read: its objects nest too deeply.") from exc
+    except Exception as exc:  # pypdf raises assorted errors on hostile files
+        raise ExtractionError(
+            f"The PDF cannot be read: {type(exc).__name__}: {_reason(exc)}."
+        ) from exc
+    return _pdf_blocks(lines, limits)
 
-            def visit(text, cm, tm, font_dict, font_size, page_lines=page_lines):
-                if text.strip():
-                    scale = abs(tm[3]) if tm and tm[3] else 1.0
-                    page_lines.append((text.strip(), round(font_size * scale, 1), tm[5]))
 
-            page.extract_text(visitor_text=visit)
-            lines.extend(page_lines)
-            lines.append(("", 0.0, 0.0))  # page break ends a paragraph
-    except PdfReadError as exc:
-        raise ExtractionError(f"The PDF cannot be read: {exc}.") from exc
+def _reason(exc: Exception) -> str:
+    return str(exc)[:300].strip().rstrip(".") or type(exc).__name__
 
+
+def _pdf_lines(data: bytes, limits: Limits) -> list[tuple[str, float, float]]:
+    """Text runs of every page as (text, font size, y position); "" marks a page break."""
+    reader = PdfReader(io.BytesIO(data))
+    if reader.is_encrypted:
+        raise ExtractionError("The PDF is encrypted; upload an unprotected copy.")
+    pages = len(reader.pages)
+    if pages > limits.max_pages:
+        raise ExtractionError(
+            f"The PDF has {pages:,} pages; the limit per document is {limits.max_pages:,}. "
+            "Split it into smaller documents."
+        )
+    lines: list[tuple[str, float, float]] = []
+    chars = 0
+    for page in reader.pages:
+        limits.check_time()
+        page_lines: list[tuple[str, float, float]] = []
+
+        def visit(text, cm, tm, font_dict, font_size, page_lines=page_lines):
+            if text.strip():
+                scale = abs(tm[3]) if tm and tm[3] else 1.0
+                page_lines.append((text.strip(), round(font_size * scale, 1), tm[5]))
+                if len(page_lines) % 256 == 0:
+                    limits.check_time()
+
+        page.extract_text(visitor_text=visit)
+        chars += sum(len(text) for text, _, _ in page_lines)
+        if chars > limits.max_chars:
+            raise ExtractionError(
+                f"The PDF holds more than {limits.max_chars:,} characters of text, the limit "
+                "per document; split it into smaller documents."
+            )
+        lines.extend(page_lines)
+        lines.append(("", 0.0, 0.0))  # page break ends a paragraph
+    return lines
+
+
+def _pdf_blocks(lines: list[tuple[str, float, float]], limits: Limits) -> Extracted:
     sizes = Counter()
     for text, size, _ in lines:
         sizes[size] += len(text)
     if not sizes:
-        return Extracted()
+        return Extracted(limits)
     body = max((s for s in sizes if s), key=lambda s: sizes[s], default=0.0)
     heading_sizes = sorted({s for s in sizes if s > body * 1.1}, reverse=True)[:6]
 
-    result = Extracted()
+    result = Extracted(limits)
     paragraph: list[str] = []
     last_y: float | None = None
 
@@ -169,13 +305,21 @@ def _extract_pdf(data: bytes) -> Extracted:
 
 
 def _join_lines(lines: list[str]) -> str:
-    out = ""
+    """Join a paragraph's lines with spaces, undoing hyphenated line breaks (linear)."""
+    parts: list[str] = []
+    tail = ""  # the last two characters joined so far
     for line in lines:
-        if out.endswith("-") and not out.endswith(" -") and line[:1].islower():
-            out = out[:-1] + line  # undo a hyphenated line break
+        if tail.endswith("-") and tail != " -" and line[:1].islower():
+            parts[-1] = parts[-1][:-1]  # undo a hyphenated line break
+            tail = (tail[:-1] + line)[-2:]
+        elif parts:
+            parts.append(" ")
+            tail = (tail + " " + line)[-2:]
         else:
-            out = f"{out} {line}" if out else line
-    return out
+            tail = line[-2:]
+        if line:
+            parts.append(line)
+    return "".join(parts)
 
 
 # --------------------------------------------------------------------------- HTML
@@ -202,68 +346,157 @@ _HTML_HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _CHROME = re.compile(r"\b(nav|navbar|menu|breadcrumb|cookie|footer|sidebar|skip-link)\b", re.I)
 
 
-def _extract_html(html: str) -> Extracted:
-    soup = BeautifulSoup(html, "html.parser")
-    for tag in soup.find_all(_HTML_DROP):
-        tag.decompose()
-    for tag in soup.find_all(attrs={"role": ["navigation", "banner", "contentinfo", "search"]}):
-        tag.decompose()
-    for tag in soup.find_all(attrs={"aria-hidden": "true"}):
-        tag.decompose()
-    for tag in soup.find_all(True):
-        if tag.decomposed or tag.attrs is None:
+_HTML_CONTAINERS = {"div", "section", "ul", "ol", "dl", "table", "tbody", "thead"}
+_DROP_ROLES = {"navigation", "banner", "contentinfo", "search"}
+_HTML_CHECK_EVERY = 4096  # elements between deadline checks
+
+
+def _html_dropped(element) -> bool:
+    """Whether an element is page chrome (or not an element: comments, instructions)."""
+    tag = element.tag
+    if not isinstance(tag, str):
+        return True
+    if tag in _HTML_DROP:
+        return True
+    if element.get("role") in _DROP_ROLES or element.get("aria-hidden") == "true":
+        return True
+    if tag in ("main", "article", "body"):
+        return False
+    marker = f"{element.get('class') or ''} {element.get('id') or ''}"
+    return bool(marker.strip()) and bool(_CHROME.search(marker))
+
+
+def _html_text(element, limits: Limits) -> str:
+    """The element's visible text: its strings stripped and joined by spaces (no recursion)."""
+    strings: list[str] = []
+    stack: list = [element]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if item.strip():
+                strings.append(item.strip())
             continue
-        marker = " ".join([*(tag.get("class") or []), tag.get("id") or ""])
-        if (
-            marker.strip()
-            and _CHROME.search(marker)
-            and tag.name not in ("main", "article", "body")
-        ):
-            tag.decompose()
-    root = soup.find("main") or soup.find("article") or soup.body or soup
-    result = Extracted()
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    if title and not root.find("h1"):
-        result.add(title, level=1)
+        if _html_dropped(item):
+            continue
+        _push_children(stack, item)
+        if len(strings) % _HTML_CHECK_EVERY == 0:
+            limits.check_time()
+    return " ".join(strings)
+
+
+def _push_children(stack: list, element) -> None:
+    """Push the element's text and children (each followed by its tail) in reverse order."""
+    for child in reversed(element):
+        if child.tail:
+            stack.append(child.tail)
+        stack.append(child)
+    if element.text and isinstance(element.tag, str):
+        stack.append(element.text)
+
+
+def _html_root(document):
+    """<main>, else <article>, else <body>: the first that is not inside page chrome."""
+    for name in ("main", "article"):
+        for candidate in document.iter(name):
+            if not any(_html_dropped(e) for e in (candidate, *candidate.iterancestors())):
+                return candidate
+            break
+    body = document.find("body")
+    return body if body is not None else document
+
+
+def _extract_html(html: str, limits: Limits) -> Extracted:
+    """Headings and blocks of the main content, in document order.
+
+    Parsed by libxml2 (lxml), which builds at most HTML_MAX_DEPTH levels; deeper nesting fails
+    the document. The tree is walked with an explicit stack, each node visited once."""
+    parser = etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
+    document = etree.fromstring(html, parser) if html.strip() else None
+    for entry in parser.error_log:
+        if entry.type_name == "ERR_RESOURCE_LIMIT":
+            reason = entry.message.split(", use XML_PARSE_HUGE")[0].strip().rstrip(".")
+            raise ExtractionError(
+                f"The HTML is too deeply nested or too large to read safely "
+                f"(at most {HTML_MAX_DEPTH} levels of elements): {reason}."
+            )
+    result = Extracted(limits)
+    if document is None:
+        return result
+    limits.check_time()
+    root = _html_root(document)
+    title_element = document.find("head/title")
+    title = _html_text(title_element, limits) if title_element is not None else ""
+    entries: list[tuple[str, int]] = []
     inline: list[str] = []
+    has_h1 = False
 
     def flush() -> None:
         if inline:
-            result.add(" ".join(inline))
+            entries.append((" ".join(inline), 0))
             inline.clear()
 
-    def walk(node: Tag) -> None:
-        for child in node.children:
-            if isinstance(child, NavigableString):
-                if child.__class__ is NavigableString and child.strip():
-                    inline.append(str(child))
-                continue
-            if not isinstance(child, Tag):
-                continue
-            if child.name in _HTML_HEADINGS:
-                flush()
-                result.add(child.get_text(" ", strip=True), level=_HTML_HEADINGS[child.name])
-            elif child.name in _HTML_BLOCKS:
-                flush()
-                cells = child.find_all(["td", "th"]) if child.name == "tr" else []
-                text = (
-                    " | ".join(c.get_text(" ", strip=True) for c in cells)
-                    if cells
-                    else child.get_text(" ", strip=True)
-                )
-                result.add(text)
-            elif child.name == "br":
-                inline.append(" ")
-            elif child.name in {"div", "section", "ul", "ol", "dl", "table", "tbody", "thead"}:
-                flush()
-                walk(child)
-                flush()
-            else:
-                walk(child)
-
-    walk(root)
+    flush_marker = object()
+    stack: list = []
+    _push_children(stack, root)
+    visited = 0
+    while stack:
+        item = stack.pop()
+        if item is flush_marker:
+            flush()
+            continue
+        if isinstance(item, str):
+            if item.strip():
+                inline.append(item)
+            continue
+        visited += 1
+        if visited % _HTML_CHECK_EVERY == 0:
+            limits.check_time()
+        if _html_dropped(item):
+            continue
+        name = item.tag
+        if name in _HTML_HEADINGS:
+            has_h1 = has_h1 or name == "h1"
+            flush()
+            entries.append((_html_text(item, limits), _HTML_HEADINGS[name]))
+        elif name in _HTML_BLOCKS:
+            has_h1 = has_h1 or any(True for _ in item.iter("h1"))
+            flush()
+            cells = _html_cells(item) if name == "tr" else []
+            text = (
+                " | ".join(_html_text(c, limits) for c in cells)
+                if cells
+                else _html_text(item, limits)
+            )
+            entries.append((text, 0))
+        elif name == "br":
+            inline.append(" ")
+        elif name in _HTML_CONTAINERS:
+            flush()
+            stack.append(flush_marker)
+            _push_children(stack, item)
+        else:
+            _push_children(stack, item)
     flush()
+    if title and not has_h1:
+        result.add(title, level=1)
+    for text, level in entries:
+        result.add(text, level=level)
     return result
+
+
+def _html_cells(row) -> list:
+    """The row's outermost td/th cells that are not page chrome."""
+    cells = []
+    stack = list(reversed(row))
+    while stack:
+        element = stack.pop()
+        if _html_dropped(element):
+            continue
+        if element.tag in ("td", "th"):
+            cells.append(element)
+        else:
+            stack.extend(reversed(element))
+    return cells
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -271,8 +504,8 @@ def _extract_html(html: str) -> Extracted:
 _md = MarkdownIt("commonmark").enable("table")
 
 
-def _extract_markdown(text: str) -> Extracted:
-    result = Extracted()
+def _extract_markdown(text: str, limits: Limits) -> Extracted:
+    result = Extracted(limits)
     heading_level = 0
     row: list[str] | None = None  # cells of the table row being read
     for token in _md.parse(text):
@@ -303,10 +536,10 @@ def _extract_markdown(text: str) -> Extracted:
 # --------------------------------------------------------------------------- plain text
 
 
-def _extract_plain(text: str) -> Extracted:
+def _extract_plain(text: str, limits: Limits) -> Extracted:
     """Paragraphs split on blank lines; a short line underlined with === / --- or a short
     line in capitals without end punctuation counts as a heading."""
-    result = Extracted()
+    result = Extracted(limits)
     for raw in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
         lines = [line.rstrip() for line in raw.strip("\n").split("\n")]
         if not any(lines):

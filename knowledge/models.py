@@ -83,7 +83,12 @@ class Document(models.Model):
 
 
 class DocumentVersion(models.Model):
-    """One uploaded file of a document, with the text extracted from it (spans point into it)."""
+    """One uploaded file of a document, with the text extracted from it (spans point into it).
+
+    Each version keeps its own audience (copied to its chunks): widening the document's
+    audience changes its current versions only, so an older restricted version never becomes
+    public; narrowing it narrows every version.
+    """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
@@ -94,6 +99,10 @@ class DocumentVersion(models.Model):
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     text = models.TextField(blank=True)
+    audience = models.CharField(
+        max_length=10, choices=Document.Audience.choices, default=Document.Audience.AGENTS
+    )
+    segments = ArrayField(models.CharField(max_length=50), default=list, blank=True)
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -112,8 +121,9 @@ class DocumentVersion(models.Model):
 class Chunk(models.Model):
     """A searchable passage of one document version.
 
-    Audience, segments and `is_live` are copied from the document so that every search filter
-    is a column of this table (filters run inside the index scans, never after them).
+    Audience and segments are copied from the document version (and `is_live` is set when the
+    version goes live) so that every search filter is a column of this table (filters run
+    inside the index scans, never after them).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")

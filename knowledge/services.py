@@ -2,8 +2,9 @@
 
 Indexing (`document_index`) is the one non-atomic service: its progress has to be visible
 while it runs. Every step it takes is a conditional update on (document, version), so a run
-for a superseded version or a second run of the same version cannot clobber newer state, and
-the chunks of a version are stored in one transaction that also makes them live.
+for a superseded version or a second run of the same version cannot clobber newer state. The
+chunks of a version are stored batch by batch, not searchable, and made live together in one
+transaction; a run that nears the task timeout leaves the rest to a continuation task.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from datetime import timedelta
 from functools import partial
 from pathlib import PurePath
@@ -24,7 +26,7 @@ from django_q.tasks import async_task
 
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.embeddings import BATCH_SIZE, embed_texts
-from knowledge.extraction import ExtractionError, detect_content_type, extract
+from knowledge.extraction import ExtractionError, Limits, detect_content_type, extract
 from knowledge.models import Chunk, Document, DocumentVersion
 from supportbot.errors import ApplicationError, Conflict, NotFound
 from supportbot.models import Tenant
@@ -127,6 +129,8 @@ def _version_create(
         content_type=content_type,
         size=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
+        audience=document.audience,
+        segments=document.segments,
         uploaded_by=user,
     )
     document_version.file.save(PurePath(filename).name, ContentFile(data), save=False)
@@ -256,9 +260,7 @@ def document_update(
         if (new_audience, new_segments) != (document.audience, document.segments):
             document.audience, document.segments = new_audience, new_segments
             changes.update(audience=new_audience, segments=new_segments)
-            Chunk.objects.filter(document=document).update(
-                audience=new_audience, segments=new_segments
-            )
+            _versions_audience_set(document=document, audience=new_audience, segments=new_segments)
     if not changes:
         return document
     document.save()
@@ -272,6 +274,42 @@ def document_update(
     )
     knowledge_revision_bump(tenant=tenant)
     return document
+
+
+_AUDIENCE_BREADTH = {
+    Document.Audience.AGENTS: 0,
+    Document.Audience.SEGMENTS: 1,
+    Document.Audience.PUBLIC: 2,
+}
+
+
+def audience_narrowest(
+    first: tuple[str, list[str]], second: tuple[str, list[str]]
+) -> tuple[str, list[str]]:
+    """The (audience, segments) that only readers allowed by both may see (agents see all)."""
+    (a, a_segments), (b, b_segments) = first, second
+    if a == b == Document.Audience.SEGMENTS:
+        common = sorted(set(a_segments) & set(b_segments))
+        return (Document.Audience.SEGMENTS, common) if common else (Document.Audience.AGENTS, [])
+    return min(first, second, key=lambda pair: _AUDIENCE_BREADTH[pair[0]])
+
+
+def _versions_audience_set(*, document: Document, audience: str, segments: list[str]) -> None:
+    """Give the document's current versions (newest and live) the new audience; an older
+    version only narrows to what both its own and the new audience allow, never widens."""
+    current = {document.version, document.live_version}
+    for version in document.versions.select_for_update():
+        if version.version in current:
+            new = (audience, segments)
+        else:
+            new = audience_narrowest((version.audience, version.segments), (audience, segments))
+        if new == (version.audience, version.segments):
+            continue
+        version.audience, version.segments = new
+        version.save(update_fields=["audience", "segments"])
+        Chunk.objects.filter(document=document, version=version.version).update(
+            audience=new[0], segments=new[1]
+        )
 
 
 @transaction.atomic
@@ -310,19 +348,26 @@ def _status_set(*, document_id: int, version: int, **fields) -> bool:
 
 
 def _fail(*, document: Document, version: int, error: str) -> None:
+    """Mark the version failed with `error` (unless a newer version or a ready state won) and
+    drop the passages it had stored but never made searchable."""
     logger.warning("knowledge document %s v%s failed: %s", document.pk, version, error)
-    if _status_set(
-        document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
-    ):
-        knowledge_revision_bump(tenant=document.tenant)
+    with transaction.atomic():
+        if _status_set(
+            document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
+        ):
+            knowledge_revision_bump(tenant=document.tenant)
+        Chunk.objects.filter(document_id=document.pk, version=version, is_live=False).exclude(
+            document__live_version=version
+        ).delete()
 
 
 def document_index(*, document_id: int, version: int) -> Document | None:
     """Extract, chunk, embed and store one document version; safe to run twice.
 
     Does nothing for a deleted document, a superseded version, a version already ready, or
-    one that failed (a new upload or `document_reindex` starts over). A crash leaves the
-    document in a non-final state for `documents_sweep_stuck` to pick up.
+    one that failed (a new upload or `document_reindex` starts over). Any error on the way —
+    a poison file, a limit, the embedder — ends the version `failed` with a message for the
+    admin; only a worker that dies outright leaves it for `documents_sweep_stuck`.
     """
     document = Document.objects.select_related("tenant").filter(pk=document_id).first()
     if document is None or document.version != version:
@@ -339,32 +384,123 @@ def document_index(*, document_id: int, version: int) -> Document | None:
         error="",
     ):
         return document
-    source = DocumentVersion.objects.get(document_id=document_id, version=version)
     try:
-        with source.file.open("rb") as fh:
-            data = fh.read()
-        extracted = extract(data=data, content_type=source.content_type)
-        drafts = chunk_document(extracted)
-        if not drafts:
-            raise ExtractionError("The file has headings but no body text to index.")
+        return _index_steps(document=document, version=version, deadline=_index_deadline())
     except ExtractionError as exc:
-        _fail(document=document, version=version, error=str(exc))
-        return Document.objects.filter(pk=document_id).first()
+        error = str(exc)
+    except Exception as exc:
+        logger.exception("knowledge document %s v%s: indexing crashed", document_id, version)
+        error = f"Indexing failed ({type(exc).__name__}): {str(exc)[:500]}".rstrip(": ")
+    _fail(document=document, version=version, error=error)
+    return Document.objects.filter(pk=document_id).first()
+
+
+def _index_deadline() -> float:
+    """When a run stops embedding and leaves the rest to a continuation task (a
+    `time.monotonic()` value): at three quarters of the django-q2 timeout, which would kill
+    the worker without a word, leaving time for the last batch and making the version live."""
+    return time.monotonic() + 0.75 * settings.Q_CLUSTER["timeout"]
+
+
+def _extraction_limits() -> Limits:
+    return Limits.within(
+        seconds=settings.KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS,
+        max_chars=settings.KNOWLEDGE_MAX_TEXT_CHARS,
+        max_pages=settings.KNOWLEDGE_PDF_MAX_PAGES,
+    )
+
+
+def _index_steps(*, document: Document, version: int, deadline: float) -> Document | None:
+    """The steps of `document_index`; raise on any failure (the caller fails the document).
+
+    Passages are embedded and stored (not yet searchable) batch by batch, so a long document
+    continues where the previous run stopped: past `deadline` the run enqueues a continuation
+    and returns instead of being killed by the task timeout. Each run stores at least one
+    batch, so the chain always ends."""
+    document_id = document.pk
+    source = DocumentVersion.objects.get(document_id=document_id, version=version)
+    with source.file.open("rb") as fh:
+        data = fh.read()
+    extracted = extract(data=data, content_type=source.content_type, limits=_extraction_limits())
+    drafts = chunk_document(extracted)
+    if not drafts:
+        raise ExtractionError("The file has headings but no body text to index.")
     DocumentVersion.objects.filter(pk=source.pk).update(text=extracted.text)
 
-    _status_set(
+    stored = _stored_ordinals(document_id=document_id, version=version, drafts=drafts)
+    if not _status_set(
         document_id=document_id,
         version=version,
         status=Document.Status.EMBEDDING,
         chunks_total=len(drafts),
-        chunks_done=0,
+        chunks_done=len(stored),
+    ):
+        return Document.objects.filter(pk=document_id).first()  # superseded meanwhile
+    missing = [i for i in range(len(drafts)) if i not in stored]
+    for n, start in enumerate(range(0, len(missing), BATCH_SIZE)):
+        if n and time.monotonic() > deadline:
+            _status_set(document_id=document_id, version=version, attempts=0)
+            async_task(INDEX_TASK, document_id, version, group="knowledge-index")
+            logger.info(
+                "knowledge document %s v%s: %s of %s passages stored, continuing in a new task",
+                document_id,
+                version,
+                len(stored),
+                len(drafts),
+            )
+            return Document.objects.filter(pk=document_id).first()
+        ordinals = missing[start : start + BATCH_SIZE]
+        vectors = embed_texts([_embedding_input(document.title, drafts[i]) for i in ordinals])
+        _chunk_batch_store(
+            document=document, source=source, drafts=drafts, ordinals=ordinals, vectors=vectors
+        )
+        stored.update(ordinals)
+        if not _status_set(document_id=document_id, version=version, chunks_done=len(stored)):
+            return Document.objects.filter(pk=document_id).first()  # superseded or done
+    return _version_go_live(document_id=document_id, version=version, total=len(drafts))
+
+
+def _stored_ordinals(*, document_id: int, version: int, drafts: list[ChunkDraft]) -> set[int]:
+    """Ordinals an earlier run of this version stored; if they do not match `drafts` (the
+    chunking changed in between), drop them and start over."""
+    rows = Chunk.objects.filter(document_id=document_id, version=version, is_live=False)
+    spans = dict(rows.values_list("ordinal", "span_start"))
+    if all(i < len(drafts) and drafts[i].start == start for i, start in spans.items()):
+        return set(spans)
+    rows.delete()
+    return set()
+
+
+def _chunk_batch_store(
+    *,
+    document: Document,
+    source: DocumentVersion,
+    drafts: list[ChunkDraft],
+    ordinals: list[int],
+    vectors: list[list[float]],
+) -> None:
+    """Store passages of a version, not yet searchable (a repeated run skips existing ones)."""
+    Chunk.objects.bulk_create(
+        [
+            Chunk(
+                tenant_id=document.tenant_id,
+                document=document,
+                version=source.version,
+                ordinal=i,
+                text=drafts[i].text,
+                heading_path=drafts[i].heading_path,
+                context=" > ".join([document.title, *drafts[i].heading_path])[:1000],
+                span_start=drafts[i].start,
+                span_end=drafts[i].end,
+                embedding=vector,
+                audience=source.audience,
+                segments=source.segments,
+                is_live=False,
+            )
+            for i, vector in zip(ordinals, vectors, strict=True)
+        ],
+        ignore_conflicts=True,
     )
-    inputs = [_embedding_input(document.title, draft) for draft in drafts]
-    vectors: list[list[float]] = []
-    for i in range(0, len(inputs), BATCH_SIZE):
-        vectors.extend(embed_texts(inputs[i : i + BATCH_SIZE]))
-        _status_set(document_id=document_id, version=version, chunks_done=len(vectors))
-    return _chunks_store(document_id=document_id, version=version, drafts=drafts, vectors=vectors)
 
 
 def _embedding_input(title: str, draft: ChunkDraft) -> str:
@@ -374,37 +510,29 @@ def _embedding_input(title: str, draft: ChunkDraft) -> str:
 
 
 @transaction.atomic
-def _chunks_store(
-    *, document_id: int, version: int, drafts: list[ChunkDraft], vectors: list[list[float]]
-) -> Document | None:
-    """Store a version's chunks, make them the live ones and mark the document ready."""
+def _version_go_live(*, document_id: int, version: int, total: int) -> Document | None:
+    """Make a fully stored version the searchable one and mark the document ready.
+
+    Runs under the document's lock, so the chunks take the version's audience as it is now
+    (an admin may have changed it while the passages were embedded)."""
     document = Document.objects.select_for_update().filter(pk=document_id).first()
     if document is None or document.version != version:
         return document
-    if not Chunk.objects.filter(document=document, version=version).exists():
-        Chunk.objects.filter(document=document, is_live=True).update(is_live=False)
-        Chunk.objects.bulk_create(
-            Chunk(
-                tenant_id=document.tenant_id,
-                document=document,
-                version=version,
-                ordinal=i,
-                text=draft.text,
-                heading_path=draft.heading_path,
-                context=" > ".join([document.title, *draft.heading_path])[:1000],
-                span_start=draft.start,
-                span_end=draft.end,
-                embedding=vector,
-                audience=document.audience,
-                segments=document.segments,
-                is_live=True,
-            )
-            for i, (draft, vector) in enumerate(zip(drafts, vectors, strict=True))
-        )
+    if document.status == Document.Status.READY and document.live_version == version:
+        return document
+    source = DocumentVersion.objects.get(document=document, version=version)
+    chunks = Chunk.objects.filter(document=document, version=version)
+    stored = chunks.count()
+    if stored != total:
+        raise RuntimeError(f"{stored} of {total} passages were stored; index it again")
+    Chunk.objects.filter(document=document, is_live=True).exclude(version=version).update(
+        is_live=False
+    )
+    chunks.update(is_live=True, audience=source.audience, segments=source.segments)
     document.live_version = version
     document.status = Document.Status.READY
     document.error = ""
-    document.chunks_total = document.chunks_done = len(drafts)
+    document.chunks_total = document.chunks_done = total
     document.save()
     knowledge_revision_bump(tenant=document.tenant)
     return document

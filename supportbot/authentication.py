@@ -44,15 +44,19 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode("latin-1")
+        header = request.META.get("HTTP_AUTHORIZATION")
         if not header:
             return None
+        # Only printable ASCII is a credential; anything else (a no-break space, other
+        # non-ASCII, control characters, only whitespace) is malformed, never a 500.
+        if not isinstance(header, str) or not header.isascii() or not header.strip():
+            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
         parts = header.split()
-        if parts[0] != self.keyword:
+        if parts[0].lower() != self.keyword.lower():
             raise exceptions.AuthenticationFailed(
                 "Unsupported authorization scheme: use 'Bearer <api key>'."
             )
-        if len(parts) != 2:
+        if len(parts) != 2 or not parts[1].isprintable():
             raise exceptions.AuthenticationFailed("Malformed Authorization header.")
         try:
             key = api_key_authenticate(raw_key=parts[1])

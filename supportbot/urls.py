@@ -29,3 +29,9 @@ urlpatterns = [
     path("", include("actions.urls")),
     path("", include("inference.urls")),
 ]
+
+# API paths answer errors raised outside DRF views in the JSON error shape (see exceptions.py).
+handler400 = "supportbot.exceptions.bad_request"
+handler403 = "supportbot.exceptions.permission_denied"
+handler404 = "supportbot.exceptions.page_not_found"
+handler500 = "supportbot.exceptions.server_error"

@@ -57,6 +57,19 @@ async def test_question_streams_an_answer_with_sources(tenant, help_center, loca
     await comm.disconnect()
 
 
+async def test_too_deep_or_nul_events_get_error_events_and_the_socket_stays_up(tenant, local_cache):
+    comm = await connect()
+    await comm.send_to(text_data="[" * 100_000 + "]" * 100_000)
+    assert (await comm.receive_json_from())["code"] == "bad_json"
+    await start(comm, tenant.slug)
+    await comm.send_json_to({"type": "message.send", "client_message_id": "a\u0000", "text": "hi"})
+    error = await comm.receive_json_from()
+    assert (error["code"], error["field"]) == ("invalid", "client_message_id")
+    await comm.send_json_to({"type": "ping"})
+    assert (await comm.receive_json_from())["type"] == "pong"
+    await comm.disconnect()
+
+
 async def test_malformed_events_get_error_events_and_the_socket_stays_up(tenant, local_cache):
     comm = await connect()
     await comm.send_to(text_data="{not json")

@@ -48,6 +48,8 @@ class DocumentFactory(factory.django.DjangoModelFactory):
             content_type="text/markdown",
             size=len(data),
             sha256=hashlib.sha256(data).hexdigest(),
+            audience=self.audience,
+            segments=list(self.segments),
         )
         version.file.save("doc.md", ContentFile(data), save=False)
         version.save()

@@ -1,3 +1,5 @@
+import time
+
 import pytest
 
 from demo.pdf import pdf_bytes
@@ -7,9 +9,12 @@ from knowledge.extraction import (
     PDF,
     PLAIN,
     ExtractionError,
+    Limits,
     detect_content_type,
     extract,
 )
+
+from . import poison
 
 
 def test_pdf_headings_are_recognised_by_font_size(warranty_pdf):
@@ -85,3 +90,99 @@ def test_pdf_generator_round_trips_long_text():
     result = extract(data=pdf_bytes([("h1", "Refunds"), ("p", text)]), content_type=PDF)
     assert result.blocks[0].text == "Refunds"
     assert result.text.count("5-10 business days") == 40
+
+
+# --------------------------------------------------------------------------- hostile files
+
+
+def test_decompression_bomb_pdf_is_an_extraction_error_naming_the_limit():
+    bomb = poison.decompression_bomb_pdf(80 * 1024 * 1024)
+    assert len(bomb) < 200_000
+    with pytest.raises(ExtractionError, match="expands beyond the safe limits") as exc:
+        extract(data=bomb, content_type=PDF)
+    assert "32 MiB" in str(exc.value)
+
+
+def test_pdf_stream_under_the_limit_still_extracts():
+    result = extract(data=poison.decompression_bomb_pdf(1024 * 1024), content_type=PDF)
+    assert result.text == "Hello"
+
+
+def test_pdf_over_the_page_cap_is_an_extraction_error():
+    data = poison.text_pdf(pages=3)
+    assert extract(data=data, content_type=PDF, limits=Limits(max_pages=3)).text
+    with pytest.raises(ExtractionError, match="has 3 pages; the limit per document is 2"):
+        extract(data=data, content_type=PDF, limits=Limits(max_pages=2))
+
+
+def test_pdf_over_the_character_cap_is_an_extraction_error():
+    data = poison.text_pdf(pages=4, line="x" * 100)
+    with pytest.raises(ExtractionError, match="more than 250 characters of text"):
+        extract(data=data, content_type=PDF, limits=Limits(max_chars=250))
+
+
+def test_pdf_with_deeply_nested_arrays_is_an_extraction_error():
+    content = b"BT /F1 12 Tf 72 720 Td " + b"[" * 50_000 + b"(x)" + b"]" * 50_000 + b" TJ ET"
+    with pytest.raises(ExtractionError, match="The PDF cannot be read"):
+        extract(data=poison.pdf_with_content(content), content_type=PDF)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"%PDF-1.4\nnot a pdf at all", b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF"],
+)
+def test_malformed_pdf_is_an_extraction_error(data):
+    with pytest.raises(ExtractionError, match="The PDF cannot be read"):
+        extract(data=data, content_type=PDF)
+
+
+@pytest.mark.parametrize("content_type", [PLAIN, MARKDOWN, HTML])
+def test_text_over_the_character_cap_is_an_extraction_error(content_type):
+    data = poison.paragraphs(5_000, html=content_type == HTML)
+    assert extract(data=data, content_type=content_type, limits=Limits(max_chars=10_000)).text
+    with pytest.raises(ExtractionError, match="more than 1,000 characters of text"):
+        extract(data=data, content_type=content_type, limits=Limits(max_chars=1_000))
+
+
+def test_20000_nested_divs_are_an_extraction_error_not_a_recursion_error():
+    with pytest.raises(ExtractionError, match="too deeply nested") as exc:
+        extract(data=poison.nested_divs_html(20_000), content_type=HTML)
+    assert "255 levels" in str(exc.value)
+
+
+def test_html_nested_within_the_depth_cap_keeps_the_deepest_text():
+    result = extract(data=poison.nested_divs_html(200), content_type=HTML)
+    assert [b.text for b in result.blocks] == ["Deep text at the bottom."]
+
+
+def test_many_elements_in_one_row_of_nested_tables_extract_once_each():
+    cells = "".join(f"<td>cell {i}</td>" for i in range(3))
+    html = f"<table><tr><td><table><tr>{cells}</tr></table></td><td>last</td></tr></table>"
+    result = extract(data=html.encode(), content_type=HTML)
+    assert [b.text for b in result.blocks] == ["cell 0 cell 1 cell 2 | last"]
+
+
+@pytest.mark.parametrize("content_type", [PLAIN, MARKDOWN, HTML, PDF])
+def test_passed_deadline_stops_extraction_with_the_time_limit_in_the_error(content_type):
+    if content_type == PDF:
+        data = poison.text_pdf(pages=2)
+    else:
+        data = poison.paragraphs(2_000, html=content_type == HTML)
+    expired = Limits(deadline=time.monotonic() - 1, seconds=120)
+    with pytest.raises(ExtractionError, match="stopped after 120 s, the time limit per document"):
+        extract(data=data, content_type=content_type, limits=expired)
+
+
+def test_nul_and_control_characters_never_reach_the_text():
+    data = b"Refunds\x00 take \x07five\x1b days.\n\nSecond \x0bparagraph."
+    result = extract(data=data, content_type=PLAIN)
+    assert result.text == "Refunds take five days.\n\nSecond paragraph."
+    assert [result.text[b.start : b.end] for b in result.blocks] == [b.text for b in result.blocks]
+
+
+def test_ten_mib_of_small_paragraphs_extracts_every_paragraph():
+    data = poison.paragraphs(10 * 1024 * 1024)
+    result = extract(data=data, content_type=PLAIN)
+    assert len(result.blocks) == data.count(b"\n\n") + 1
+    last = result.blocks[-1]
+    assert result.text[last.start : last.end] == data.rsplit(b"\n\n", 1)[1].decode()

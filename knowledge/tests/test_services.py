@@ -12,7 +12,9 @@ from supportbot.errors import ApplicationError
 from supportbot.models import AuditEvent
 from supportbot.services import Actor
 
+from . import poison
 from .conftest import upload, upload_and_index
+from .factories import ChunkFactory
 
 MD = b"# Returns\n\n## Window\n\nReturn items within 30 days of delivery.\n"
 MD_V2 = b"# Returns\n\n## Window\n\nReturn items within 45 days of delivery.\n"
@@ -169,3 +171,181 @@ def test_failed_document_can_be_reindexed(tenant, blank_pdf):
     services.document_reindex(tenant=tenant, document_id=document.pk, actor=Actor.system())
     document.refresh_from_db()
     assert (document.status, document.error, document.attempts) == ("pending", "", 0)
+
+
+# --------------------------------------------------------------------------- hostile uploads
+
+
+def _assert_failed_without_chunks(document: Document, error_part: str) -> None:
+    document.refresh_from_db()
+    assert document.status == Document.Status.FAILED, document.error
+    assert error_part in document.error
+    assert not Chunk.objects.filter(document=document).exists()
+
+
+def test_decompression_bomb_pdf_fails_the_document_with_the_reason(tenant):
+    document = upload_and_index(tenant, "bomb.pdf", poison.decompression_bomb_pdf())
+    _assert_failed_without_chunks(document, "expands beyond the safe limits")
+
+
+def test_20000_nested_divs_fail_the_document_with_the_reason(tenant):
+    document = upload_and_index(tenant, "deep.html", poison.nested_divs_html(20_000))
+    _assert_failed_without_chunks(document, "too deeply nested")
+
+
+def test_pdf_over_the_page_setting_fails_the_document(tenant, settings):
+    settings.KNOWLEDGE_PDF_MAX_PAGES = 2
+    document = upload_and_index(tenant, "long.pdf", poison.text_pdf(pages=3))
+    _assert_failed_without_chunks(document, "the limit per document is 2")
+
+
+def test_text_over_the_character_setting_fails_the_document(tenant, settings):
+    settings.KNOWLEDGE_MAX_TEXT_CHARS = 1_000
+    document = upload_and_index(tenant, "long.txt", poison.paragraphs(5_000))
+    _assert_failed_without_chunks(document, "more than 1,000 characters")
+
+
+def test_extraction_past_the_time_setting_fails_the_document(tenant, settings):
+    settings.KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = -1
+    document = upload_and_index(tenant, "slow.md", MD)
+    _assert_failed_without_chunks(document, "the time limit per document")
+
+
+def _long_markdown(paragraphs: int) -> bytes:
+    body = "\n\n".join(
+        f"Paragraph {i}: returns are accepted within {i} days " + "of delivery " * 40
+        for i in range(paragraphs)
+    )
+    return f"# Returns\n\n{body}\n".encode()
+
+
+def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(tenant):
+    document = upload(tenant, "long.md", _long_markdown(150))
+    runs = 0
+    with (
+        mock.patch("knowledge.services._index_deadline", return_value=0.0),
+        mock.patch("knowledge.services.async_task") as enqueue,
+    ):
+        while document.status != Document.Status.READY and runs < 10:
+            document = services.document_index(document_id=document.pk, version=1)
+            runs += 1
+            if document.status != Document.Status.READY:
+                # One batch per run, kept but not searchable until the last run.
+                assert document.status == Document.Status.EMBEDDING
+                assert document.chunks_done == runs * services.BATCH_SIZE
+                assert not Chunk.objects.filter(document=document, is_live=True).exists()
+                enqueue.assert_called_with(
+                    services.INDEX_TASK, document.pk, 1, group="knowledge-index"
+                )
+    assert document.status == Document.Status.READY, document.error
+    assert document.chunks_total > 2 * services.BATCH_SIZE
+    assert runs == -(-document.chunks_total // services.BATCH_SIZE)  # one batch per run
+    assert document.attempts <= 1
+    live = Chunk.objects.filter(document=document, is_live=True)
+    assert sorted(live.values_list("ordinal", flat=True)) == list(range(document.chunks_total))
+
+
+def test_audience_changed_while_embedding_applies_to_every_stored_passage(tenant):
+    document = upload(tenant, "long.md", _long_markdown(150), audience="agents")
+    real = services.embed_texts
+    calls = []
+
+    def embed_and_publish(texts):
+        calls.append(len(texts))
+        if len(calls) == 1:  # an admin publishes the document mid-run
+            services.document_update(
+                tenant=tenant, document_id=document.pk, audience="public", actor=Actor.system()
+            )
+        return real(texts)
+
+    with mock.patch("knowledge.services.embed_texts", side_effect=embed_and_publish):
+        document = services.document_index(document_id=document.pk, version=1)
+    assert document.status == Document.Status.READY, document.error
+    assert len(calls) > 1
+    audiences = set(Chunk.objects.filter(document=document).values_list("audience", flat=True))
+    assert audiences == {"public"}
+
+
+def test_failure_after_some_batches_removes_the_stored_passages(tenant):
+    document = upload(tenant, "long.md", _long_markdown(90))
+    real = services.embed_texts
+    calls = []
+
+    def flaky(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("embedder went away")
+        return real(texts)
+
+    with mock.patch("knowledge.services.embed_texts", side_effect=flaky):
+        services.document_index(document_id=document.pk, version=1)
+    _assert_failed_without_chunks(document, "embedder went away")
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "knowledge.services.extract",
+        "knowledge.services.chunk_document",
+        "knowledge.services.embed_texts",
+        "knowledge.services._chunk_batch_store",
+        "knowledge.services._version_go_live",
+        "django.core.files.storage.FileSystemStorage.open",
+    ],
+)
+def test_an_exception_in_any_indexing_step_fails_the_document(tenant, step):
+    document = upload(tenant, "returns.md", MD)
+    with mock.patch(step, side_effect=RuntimeError("boom in step")):
+        services.document_index(document_id=document.pk, version=1)
+    _assert_failed_without_chunks(document, "Indexing failed (RuntimeError): boom in step")
+    assert document.attempts == 1
+
+
+def test_recursion_error_inside_extraction_fails_the_document(tenant):
+    document = upload(tenant, "returns.md", MD)
+    with mock.patch("knowledge.services.extract", side_effect=RecursionError("too deep")):
+        services.document_index(document_id=document.pk, version=1)
+    _assert_failed_without_chunks(document, "RecursionError")
+
+
+def test_nul_bytes_after_the_first_kilobyte_index_without_them(tenant):
+    data = b"# Returns\n\n" + b"Return items within 30 days. " * 50 + b"\x00\x00 More text.\n"
+    document = upload_and_index(tenant, "returns.md", data)
+    assert document.status == Document.Status.READY, document.error
+    source = DocumentVersion.objects.get(document=document)
+    assert "\x00" not in source.text
+    assert "More text." in source.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("html", [False, True], ids=["text", "html"])
+def test_ten_mib_file_indexes_to_ready(tenant, settings, html):
+    """Extraction, chunking and storage of a maximum-size upload (a stand-in embedder: the
+    real model's time for 10 MiB is measured in bench/extraction.py)."""
+    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+    data = poison.paragraphs(10 * 1024 * 1024, html=html)
+    vector = [1.0] + [0.0] * 383
+    with mock.patch(
+        "knowledge.services.embed_texts", side_effect=lambda texts: [vector] * len(texts)
+    ):
+        document = upload_and_index(tenant, "big.html" if html else "big.txt", data)
+    assert document.status == Document.Status.READY, document.error
+    chunks = Chunk.objects.filter(document=document, is_live=True)
+    assert document.chunks_total == chunks.count() > 5_000
+    assert (
+        chunks.order_by("-ordinal")
+        .first()
+        .text.endswith(data.rsplit(b"Case ", 1)[1].split(b".")[0].decode() + ".")
+    )
+
+
+def test_passages_left_by_a_run_with_other_chunking_are_replaced(tenant):
+    document = upload(tenant, "returns.md", MD)
+    ChunkFactory(document=document, version=1, ordinal=0, span_start=999, is_live=False)
+    ChunkFactory(document=document, version=1, ordinal=7, span_start=0, is_live=False)
+    document = services.document_index(document_id=document.pk, version=1)
+    assert document.status == Document.Status.READY, document.error
+    source = DocumentVersion.objects.get(document=document, version=1)
+    chunks = list(Chunk.objects.filter(document=document))
+    assert [(c.ordinal, c.is_live) for c in chunks] == [(0, True)]
+    assert source.text[chunks[0].span_start : chunks[0].span_end] == chunks[0].text

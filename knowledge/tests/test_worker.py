@@ -16,6 +16,8 @@ from django_q.conf import Conf
 
 from knowledge.models import Chunk
 
+from . import poison
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -98,3 +100,30 @@ def test_pdf_and_html_uploads_become_ready_through_the_qcluster_worker(
     assert top["document_id"] == ids["warranty.pdf"]
     assert top["heading_path"][-1] == "How to file a warranty claim"
     assert Chunk.objects.filter(document_id=ids["shipping.html"], is_live=True).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_poison_uploads_fail_cleanly_and_the_worker_goes_on_indexing(
+    api_client, tenant, qcluster, shipping_html
+):
+    uploads = [
+        ("bomb.pdf", poison.decompression_bomb_pdf(), "application/pdf"),
+        ("deep.html", poison.nested_divs_html(20_000), "text/html"),
+        ("shipping.html", shipping_html, "text/html"),
+    ]
+    ids = {}
+    for name, data, content_type in uploads:
+        r = api_client.post(
+            "/api/v1/knowledge-documents",
+            {"file": SimpleUploadedFile(name, data, content_type=content_type)},
+        )
+        assert r.status_code == 202, r.content
+        ids[name] = r.json()["id"]
+    outcomes = {name: _wait_ready(api_client, ids[name], qcluster) for name in ids}
+    assert outcomes["bomb.pdf"]["status"] == "failed"
+    assert "expands beyond the safe limits" in outcomes["bomb.pdf"]["error"]
+    assert outcomes["deep.html"]["status"] == "failed"
+    assert "too deeply nested" in outcomes["deep.html"]["error"]
+    assert outcomes["shipping.html"]["status"] == "ready", outcomes["shipping.html"]["error"]
+    assert qcluster.poll() is None  # the one worker process is still serving

@@ -93,3 +93,32 @@ def test_session_user_gets_their_membership_tenant(agent, tenant):
     r = client.get("/api/v1/tenant")
     assert r.status_code == 200, r.content
     assert r.json()["slug"] == tenant.slug
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "\xa0",  # a no-break space alone
+        "   ",  # only whitespace
+        "\t",
+        "Bearer \xa0",
+        "Bearer\xa0sb_abcdefgh_" + "x" * 43,
+        "B\xe9arer sb_abcdefgh_" + "x" * 43,
+        "\u2603 snowman",
+        "Bearer sb_abcdefgh_\x00" + "x" * 43,
+        "Bearer sb_abcdefgh_\x7f" + "x" * 43,
+        "Basic dXNlcjpwYXNz",
+        "Digest username=x",
+        "Bearer " + "x" * 20_000,
+    ],
+)
+def test_odd_authorization_header_values_are_401_json_never_500(db, header):
+    r = _get_tenant(None, header=header)
+    assert r.status_code == 401, r.content
+    assert r.json()["error"]["code"] == "authentication_failed"
+    assert r["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_bearer_scheme_is_case_insensitive(api_key):
+    r = _get_tenant(None, header=f"bearer {api_key.raw}")
+    assert r.status_code == 200, r.content
