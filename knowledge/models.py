@@ -163,6 +163,8 @@ class Chunk(models.Model):
                 name="knowledge_chunk_tenant_fts",
                 condition=Q(is_live=True),
             ),
+            # Also knowledge_chunk_tenant_heading_fts, GIN (tenant, to_tsvector(context)), made
+            # in migration 0003 with the exact expression the full-text query uses.
         ]
 
     def __str__(self) -> str:

@@ -133,8 +133,10 @@ class _ListSql:
 
 
 def _fulltext_sql(*, where: str, params: list, query: str, limit: int) -> _ListSql:
-    """Rows matching all query terms first, then rows matching any; at most
-    FULLTEXT_RANK_POOL of them are ranked by `ts_rank_cd` (over all terms, phrases kept).
+    """Rows matching all query terms first, then rows with a term in their title or headings
+    (`context`, weight A, which `ts_rank_cd` counts 2.5 times a body match; its own GIN
+    index), then rows matching any; at most FULLTEXT_RANK_POOL of them are ranked by
+    `ts_rank_cd` (all terms, phrases kept).
 
     On a large tenant an OR of common words matches half its rows, and ranking them all cost
     ~150 ms (bench); the pool bounds that work. Below the pool size every match is ranked.
@@ -150,15 +152,19 @@ def _fulltext_sql(*, where: str, params: list, query: str, limit: int) -> _ListS
              WHERE {where} AND c.search_vector @@ ft_q.qa LIMIT {pool})
             UNION ALL
             (SELECT c.id, c.search_vector FROM knowledge_chunk c, ft_q
+             WHERE {where} AND to_tsvector('english', c.context) @@ ft_q.qo
+             AND NOT c.search_vector @@ ft_q.qa LIMIT {pool})
+            UNION ALL
+            (SELECT c.id, c.search_vector FROM knowledge_chunk c, ft_q
              WHERE {where} AND c.search_vector @@ ft_q.qo AND NOT c.search_vector @@ ft_q.qa
-             LIMIT {pool})
+             AND NOT to_tsvector('english', c.context) @@ ft_q.qo LIMIT {pool})
             LIMIT {pool}
         ),
         fulltext AS (
             SELECT p.id, ts_rank_cd(p.search_vector, ft_q.qo) AS score FROM ft_pool p, ft_q
             ORDER BY score DESC, p.id LIMIT {int(limit)}
         )"""  # noqa: S608 - `where` is built from constants; values are parameters
-    return _ListSql("fulltext", ctes, [query, query, *params, *params])
+    return _ListSql("fulltext", ctes, [query, query, *params, *params, *params])
 
 
 def _vector_sql(*, where: str, params: list, embedding: list[float], limit: int, plan: str):

@@ -5,6 +5,13 @@ import django.db.models.deletion
 from django.contrib.postgres.operations import BtreeGinExtension
 from django.db import migrations, models
 
+# Titles and headings per tenant: the full-text rank pool takes rows with a query term there
+# before rows with one only in the body (selectors._fulltext_sql matches this expression).
+HEADING_FTS = (
+    "CREATE INDEX knowledge_chunk_tenant_heading_fts ON knowledge_chunk USING gin"
+    " (tenant_id, to_tsvector('english'::regconfig, context)) WHERE is_live"
+)
+
 # The vocabulary of the chunks indexed so far (new chunks add theirs in services.terms_add).
 FILL_TERMS = r"""
     INSERT INTO knowledge_term (tenant_id, word)
@@ -79,5 +86,6 @@ class Migration(migrations.Migration):
                 fields=("tenant", "word"), name="knowledge_term_unique"
             ),
         ),
+        migrations.RunSQL(HEADING_FTS, "DROP INDEX IF EXISTS knowledge_chunk_tenant_heading_fts"),
         migrations.RunSQL(FILL_TERMS, migrations.RunSQL.noop),
     ]
