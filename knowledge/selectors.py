@@ -38,7 +38,7 @@ TRIGRAM_THRESHOLD = 0.5  # pg_trgm word similarity of a query word to a vocabula
 TRIGRAM_MAX_CANDIDATES = 12  # query words checked against full text
 TRIGRAM_MAX_WORDS = 6  # of those, words full text cannot match that are looked up
 TRIGRAM_TERMS_PER_WORD = 3
-# Full text ranks at most this many matches (all-terms matches first); see _fulltext_sql.
+# Full text ranks at most this many matches (all terms, then headings first); _fulltext_sql.
 FULLTEXT_RANK_POOL = 500
 # HNSW candidate list: recall@20 vs exact on the 50,000-chunk bench tenant with its own
 # partial index was 0.80 at 100, 0.92 at 200, 0.96 at 300, 0.975 at 400 (p95 4.5 ms).

@@ -239,3 +239,13 @@ def test_hybrid_search_lists_run_as_one_statement(tenant, django_assert_max_num_
             tenant=tenant, query="how much is a TR2210 pole", audience=Audience.customer()
         )
     assert result.passages
+
+
+def test_fulltext_pool_takes_heading_matches_before_body_only_matches(tenant, monkeypatch):
+    monkeypatch.setattr(selectors, "FULLTEXT_RANK_POOL", 2)
+    body = DocumentFactory(tenant=tenant, title="Notes")
+    ChunkFactory.create_batch(6, document=body, text="Klarna klarna klarna payments.")
+    heading = DocumentFactory(tenant=tenant, title="Klarna")
+    titled = ChunkFactory.create_batch(2, document=heading, text="Pay later in four parts.")
+    ranked = fulltext_candidates(tenant=tenant, query="klarna refund", audience=Audience.customer())
+    assert {i for i, _ in ranked} == {c.pk for c in titled}
