@@ -459,7 +459,7 @@ def tenant_vector_index_ensure(*, tenant_id: int) -> str:
 
     Large tenants are searched through HNSW; a partial index over just their rows keeps other
     tenants' vectors out of the graph (bench, 50,000-chunk tenant, ef_search 400: recall@20
-    vs exact 0.975 with its own index, 0.77 through the shared one). The index is built
+    vs exact 0.98 with its own index, 0.77-0.84 through the shared one). The index is built
     CONCURRENTLY so writes go on, which cannot run inside a transaction: call this from a
     task. Safe to run twice or at once (an advisory lock per tenant); an invalid index left
     by a failed build is dropped and built again. Returns "created", "dropped", "kept",
