@@ -506,6 +506,26 @@ def tenant_vector_index_ensure(*, tenant_id: int) -> str:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [VECTOR_INDEX_LOCK, tenant_id])
 
 
+def tenant_vector_indexes_sweep() -> list[int]:
+    """Enqueue `tenant_vector_index_ensure` for every tenant whose own HNSW index is missing,
+    invalid or no longer needed (a lost or failed task is retried here); return their ids."""
+    cap = settings.KNOWLEDGE_EXACT_SCAN_MAX_ROWS
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tenant_id FROM knowledge_chunk WHERE is_live GROUP BY tenant_id"
+            " HAVING count(*) > %s"
+            " UNION SELECT substring(indexname from 'knowledge_chunk_hnsw_t([0-9]+)$')::bigint"
+            " FROM pg_indexes WHERE tablename = 'knowledge_chunk'"
+            " AND indexname ~ '^knowledge_chunk_hnsw_t[0-9]+$'",
+            [cap // 2],
+        )
+        candidates = sorted(row[0] for row in cursor.fetchall())
+    due = [t for t in candidates if _vector_index_needs_change(tenant_id=t)]
+    for tenant_id in due:
+        async_task(VECTOR_INDEX_TASK, tenant_id, group="knowledge-vector-index")
+    return due
+
+
 @transaction.atomic
 def document_reindex(*, tenant: Tenant, document_id: int, actor: Actor) -> Document:
     """Index a failed document's newest version again (e.g. after the embedder was down)."""

@@ -280,3 +280,15 @@ def test_indexing_records_words_and_whole_codes_in_the_vocabulary(tenant, other_
     words = set(Term.objects.filter(tenant=tenant).values_list("word", flat=True))
     assert {"repairs", "pole", "tr-2210", "costs", "replace"} <= words
     assert not Term.objects.filter(tenant=other_tenant).exists()
+
+
+def test_sweep_enqueues_index_builds_only_for_tenants_that_need_one(
+    tenant, other_tenant, large_tenants
+):
+    services.tenant_vector_index_ensure(tenant_id=tenant.pk)
+    with mock.patch.object(services, "async_task") as enqueue:
+        due = services.tenant_vector_indexes_sweep()
+    assert due == [other_tenant.pk]
+    enqueue.assert_called_once_with(
+        services.VECTOR_INDEX_TASK, other_tenant.pk, group="knowledge-vector-index"
+    )
