@@ -618,14 +618,16 @@ def main(argv: list[str] | None = None) -> None:
     from knowledge.models import Chunk
 
     total = Chunk.objects.filter(is_live=True).count()
+    load_before = os.getloadavg()[0]
     search_lines, figures = measure_search(args.queries)
+    load_after = os.getloadavg()[0]
     report = [
         "# Knowledge search benchmark\n",
         f"{total} live chunks; 1 tenant of {BIG_ROWS}, {SMALL_TENANTS} of {SMALL_ROWS} "
         f"(bench-s00 with real MiniLM vectors, the rest real vectors plus noise); "
-        f"{args.queries} real query embeddings; CPU count {os.cpu_count()}. "
-        + " ".join(index_lines)
-        + "\n",
+        f"{args.queries} real query embeddings; CPU count {os.cpu_count()}, 1-minute load "
+        f"average {load_before:.1f} before and {load_after:.1f} after the search measurements "
+        "(other work on a shared machine inflates every figure). " + " ".join(index_lines) + "\n",
         "Command: `python -m bench.knowledge_search` (also run by `make bench`).\n",
         "## Budget\n",
         *budget_lines(figures),
