@@ -325,7 +325,8 @@ def tenant_live_chunk_count(*, tenant: Tenant, cap: int) -> int:
 
 
 def vector_plan_choose(*, tenant: Tenant) -> str:
-    """ "exact" for a tenant with at most KNOWLEDGE_EXACT_SCAN_MAX_ROWS live chunks, else "hnsw".
+    """Choose "exact" for a tenant with at most KNOWLEDGE_EXACT_SCAN_MAX_ROWS live chunks, else
+    "hnsw".
 
     The planner alone picks a slow filtered HNSW path for small tenants (see DESIGN.md); an
     exact sort over a few thousand rows (B-tree on tenant) is fast and has perfect recall.
