@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -264,7 +265,9 @@ def _lists_run(lists: list[_ListSql], *, settings_local: dict[str, str]) -> dict
     sql = f"WITH {ctes} {selects}"  # noqa: S608 - fragments are constants
     params = [p for item in lists for p in item.params]
     out: dict[str, list[tuple[int, float]]] = {item.name: [] for item in lists}
-    with transaction.atomic(), connection.cursor() as cursor:
+    # A transaction only when there is something to SET LOCAL (it costs a round trip).
+    scope = transaction.atomic() if settings_local else nullcontext()
+    with scope, connection.cursor() as cursor:
         if settings_local:
             calls = ", ".join("set_config(%s, %s, true)" for _ in settings_local)
             cursor.execute(
