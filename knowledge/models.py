@@ -166,19 +166,46 @@ class Chunk(models.Model):
                 opclasses=["vector_cosine_ops"],
                 condition=Q(is_live=True),
             ),
+            # Full text per tenant (btree_gin): the tenant narrows the posting lists inside
+            # the index, so a small tenant never pays for other tenants' matches.
             GinIndex(
-                fields=["search_vector"], name="knowledge_chunk_fts", condition=Q(is_live=True)
-            ),
-            GinIndex(
-                fields=["text"],
-                opclasses=["gin_trgm_ops"],
-                name="knowledge_chunk_trgm",
+                fields=["tenant", "search_vector"],
+                name="knowledge_chunk_tenant_fts",
                 condition=Q(is_live=True),
             ),
+            # Also knowledge_chunk_tenant_heading_fts, GIN (tenant, to_tsvector(context)), made
+            # in migration 0003 with the exact expression the full-text query uses.
         ]
 
     def __str__(self) -> str:
         return f"chunk {self.pk} of document {self.document_id} v{self.version}"
+
+
+class Term(models.Model):
+    """A word of a tenant's indexed text (lower case, unstemmed), for typo and code lookup.
+
+    Trigram matching against the tenant's vocabulary (thousands of short words) replaces
+    trigram matching against every chunk's text, whose cost grew with the corpus. Words are
+    only added: a word left over from a deleted document matches no live chunk.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    word = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "word"], name="knowledge_term_unique")
+        ]
+        indexes = [
+            GinIndex(
+                fields=["tenant", "word"],
+                opclasses=["int8_ops", "gin_trgm_ops"],
+                name="knowledge_term_trgm",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.word
 
 
 class TenantKnowledge(models.Model):

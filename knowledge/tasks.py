@@ -14,3 +14,13 @@ def document_index_task(document_id: int, version: int) -> str:
 def documents_sweep_task() -> list[int]:
     """Re-enqueue documents a dead worker left half-indexed (scheduled every few minutes)."""
     return services.documents_sweep_stuck()
+
+
+def tenant_vector_index_task(tenant_id: int) -> str:
+    """Build (or drop) a tenant's own HNSW index when it crosses the exact-scan threshold."""
+    return services.tenant_vector_index_ensure(tenant_id=tenant_id)
+
+
+def tenant_vector_indexes_sweep_task() -> list[int]:
+    """Retry own-index builds that were lost or failed (scheduled every ten minutes)."""
+    return services.tenant_vector_indexes_sweep()

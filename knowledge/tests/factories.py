@@ -4,6 +4,7 @@ import random
 import factory
 from django.core.files.base import ContentFile
 
+from knowledge import services
 from knowledge.models import EMBEDDING_DIMENSIONS, Chunk, Document, DocumentVersion
 from supportbot.tests.factories import TenantFactory
 
@@ -60,6 +61,7 @@ class ChunkFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Chunk
+        skip_postgeneration_save = True
 
     document = factory.SubFactory(DocumentFactory)
     tenant = factory.LazyAttribute(lambda o: o.document.tenant)
@@ -74,3 +76,9 @@ class ChunkFactory(factory.django.DjangoModelFactory):
     audience = factory.LazyAttribute(lambda o: o.document.audience)
     segments = factory.LazyAttribute(lambda o: list(o.document.segments))
     is_live = True
+
+    @factory.post_generation
+    def terms(self, create, extracted, **kwargs):
+        """Record the chunk's words in the tenant vocabulary, as indexing does."""
+        if create:
+            services.terms_add(chunk_ids=[self.pk])

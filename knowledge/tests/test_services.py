@@ -1,20 +1,32 @@
+import random
 from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.core.files.base import ContentFile
+from django.db import connection, transaction
 from django.utils import timezone
 
 from knowledge import services
-from knowledge.models import Chunk, Document, DocumentVersion
-from knowledge.selectors import Audience, chunk_get_many, knowledge_version, search_passages
+from knowledge.models import Chunk, Document, DocumentVersion, Term
+from knowledge.selectors import (
+    Audience,
+    _filter_sql,
+    _vector_literal,
+    chunk_get_many,
+    knowledge_version,
+    search_passages,
+    tenant_vector_index_name,
+    tenant_vector_state,
+    vector_candidates,
+)
 from supportbot.errors import ApplicationError
 from supportbot.models import AuditEvent
 from supportbot.services import Actor
 
 from . import poison
 from .conftest import upload, upload_and_index
-from .factories import ChunkFactory
+from .factories import ChunkFactory, DocumentFactory, near_vector, random_unit_vector
 
 MD = b"# Returns\n\n## Window\n\nReturn items within 30 days of delivery.\n"
 MD_V2 = b"# Returns\n\n## Window\n\nReturn items within 45 days of delivery.\n"
@@ -349,3 +361,113 @@ def test_passages_left_by_a_run_with_other_chunking_are_replaced(tenant):
     chunks = list(Chunk.objects.filter(document=document))
     assert [(c.ordinal, c.is_live) for c in chunks] == [(0, True)]
     assert source.text[chunks[0].span_start : chunks[0].span_end] == chunks[0].text
+
+
+# --------------------------------------------------------------------------- vector index
+
+
+@pytest.fixture
+def large_tenants(transactional_db, tenant, other_tenant, settings):
+    """`tenant` above a lowered exact-scan threshold (40 chunks > 30), `other_tenant` with
+    40 chunks that are nearer to every query than `tenant`'s; their partial indexes are
+    dropped afterwards (DDL outlives the test's flush)."""
+    settings.KNOWLEDGE_EXACT_SCAN_MAX_ROWS = 30
+    rng = random.Random(3)
+    target = random_unit_vector(rng)
+    mine = [
+        ChunkFactory(
+            document=DocumentFactory(tenant=tenant), embedding=near_vector(target, rng, 0.2)
+        )
+        for _ in range(40)
+    ]
+    theirs = DocumentFactory(tenant=other_tenant)
+    for _ in range(40):
+        ChunkFactory(document=theirs, embedding=near_vector(target, rng, 0.01))
+    yield {"target": target, "mine": {c.pk for c in mine}}
+    with connection.cursor() as cursor:
+        for t in (tenant, other_tenant):
+            cursor.execute(f"DROP INDEX IF EXISTS {tenant_vector_index_name(tenant_id=t.pk)}")
+
+
+def _index_used(tenant, embedding) -> str:
+    """The index of the selector's HNSW query when sorting is ruled out (few rows here)."""
+    where, params = _filter_sql(tenant=tenant, audience=Audience.customer())
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(
+            f"EXPLAIN SELECT c.id FROM knowledge_chunk c WHERE {where}"  # noqa: S608
+            " ORDER BY c.embedding <=> %s::vector LIMIT 5",
+            [*params, _vector_literal(embedding)],
+        )
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_large_tenant_gets_its_own_hnsw_index_that_search_uses(tenant, large_tenants):
+    assert services.tenant_vector_index_ensure(tenant_id=tenant.pk) == "created"
+    assert tenant_vector_state(tenant_id=tenant.pk, cap=100) == (40, "valid")
+    assert tenant_vector_index_name(tenant_id=tenant.pk) in _index_used(
+        tenant, large_tenants["target"]
+    )
+    assert services.tenant_vector_index_ensure(tenant_id=tenant.pk) == "kept"
+
+
+def test_own_index_search_never_returns_another_tenants_rows_and_equals_exact(
+    tenant, large_tenants
+):
+    services.tenant_vector_index_ensure(tenant_id=tenant.pk)
+    kwargs = {"tenant": tenant, "embedding": large_tenants["target"], "limit": 20}
+    hnsw, plan = vector_candidates(audience=Audience.customer(), **kwargs)
+    exact, _ = vector_candidates(audience=Audience.customer(), plan="exact", **kwargs)
+    assert plan == "hnsw"
+    assert [i for i, _ in hnsw] == [i for i, _ in exact]
+    assert {i for i, _ in hnsw} <= large_tenants["mine"]
+    result = search_passages(tenant=tenant, query="anything at all", audience=Audience.agent())
+    assert {p.chunk_id for p in result.passages} <= large_tenants["mine"]
+
+
+def test_small_tenant_gets_no_index_and_a_shrunken_one_loses_it(
+    tenant, other_tenant, large_tenants
+):
+    assert services.tenant_vector_index_ensure(tenant_id=other_tenant.pk) == "created"
+    Chunk.objects.filter(tenant=other_tenant).update(is_live=False)
+    assert services.tenant_vector_index_ensure(tenant_id=other_tenant.pk) == "dropped"
+    assert tenant_vector_state(tenant_id=other_tenant.pk, cap=100) == (0, None)
+    assert services.tenant_vector_index_ensure(tenant_id=other_tenant.pk) == "none"
+
+
+def test_vector_index_is_not_built_inside_a_transaction(tenant):
+    with pytest.raises(RuntimeError, match="outside a transaction"):
+        services.tenant_vector_index_ensure(tenant_id=tenant.pk)
+
+
+def test_indexing_past_the_threshold_enqueues_the_vector_index_task(
+    tenant, settings, django_capture_on_commit_callbacks
+):
+    settings.KNOWLEDGE_EXACT_SCAN_MAX_ROWS = 1
+    ChunkFactory(document=DocumentFactory(tenant=tenant))
+    with (
+        mock.patch.object(services, "async_task") as enqueue,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        upload_and_index(tenant, "returns.md", MD)
+    calls = [c.args for c in enqueue.call_args_list if c.args[0] == services.VECTOR_INDEX_TASK]
+    assert calls == [(services.VECTOR_INDEX_TASK, tenant.pk)]
+
+
+def test_indexing_records_words_and_whole_codes_in_the_vocabulary(tenant, other_tenant):
+    upload_and_index(tenant, "repairs.md", b"# Repairs\n\nPole TR-2210 costs $12 to replace.\n")
+    words = set(Term.objects.filter(tenant=tenant).values_list("word", flat=True))
+    assert {"repairs", "pole", "tr-2210", "costs", "replace"} <= words
+    assert not Term.objects.filter(tenant=other_tenant).exists()
+
+
+def test_sweep_enqueues_index_builds_only_for_tenants_that_need_one(
+    tenant, other_tenant, large_tenants
+):
+    services.tenant_vector_index_ensure(tenant_id=tenant.pk)
+    with mock.patch.object(services, "async_task") as enqueue:
+        due = services.tenant_vector_indexes_sweep()
+    assert due == [other_tenant.pk]
+    enqueue.assert_called_once_with(
+        services.VECTOR_INDEX_TASK, other_tenant.pk, group="knowledge-vector-index"
+    )
