@@ -6,15 +6,12 @@ import logging
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.utils import timezone
 
 from conversations import orchestrator, selectors, services
 
 logger = logging.getLogger(__name__)
-
-# An acknowledged message without a delivered answer this long after its last change is
-# answered by the sweeper (its worker died mid-answer, or the process was restarted).
-UNANSWERED_AFTER = timedelta(seconds=30)
 
 
 def conversation_summarize_task(conversation_id: int) -> int:
@@ -30,7 +27,7 @@ def unanswered_messages_sweep_task(limit: int = 50) -> list[int]:
     Return the ids of the messages it answered.
     """
     answered = []
-    stale_before = timezone.now() - UNANSWERED_AFTER
+    stale_before = timezone.now() - timedelta(seconds=settings.ANSWER_STALE_AFTER_S)
     for message in selectors.customer_messages_unanswered(older_than=stale_before, limit=limit):
         try:
             outcome = async_to_sync(orchestrator.respond)(

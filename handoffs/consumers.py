@@ -11,33 +11,16 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conversations.events import console_queue_group, conversation_group
-from handoffs import presence
-from handoffs.models import Handoff
-from supportbot.models import Membership, Tenant
-
-
-def _membership(user, slug: str | None) -> tuple[Tenant | None, bool]:
-    """(tenant, is_member); staff may watch a tenant they are not a member of."""
-    if not user or not user.is_authenticated:
-        return None
-    memberships = Membership.objects.filter(user=user, tenant__is_active=True).select_related(
-        "tenant"
-    )
-    if slug:
-        memberships = memberships.filter(tenant__slug=slug)
-    found = list(memberships[:2])
-    if len(found) == 1:
-        return found[0].tenant, True
-    if slug and user.is_staff:
-        return Tenant.objects.filter(slug=slug, is_active=True).first(), False
-    return None, False
+from handoffs import presence, selectors
 
 
 class ConsoleConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         slug = parse_qs(self.scope.get("query_string", b"").decode()).get("tenant", [None])[0]
-        self.tenant, self.is_member = await database_sync_to_async(_membership)(self.user, slug)
+        self.tenant, self.is_member = await database_sync_to_async(
+            selectors.console_membership
+        )(user=self.user, slug=slug)
         if self.tenant is None:
             await self.close(code=4403)
             return
@@ -106,13 +89,9 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
 
     async def _view(self, handoff_id: int) -> None:
         await self._unview()
-        conversation_id = await database_sync_to_async(
-            lambda: (
-                Handoff.objects.filter(pk=handoff_id, tenant=self.tenant)
-                .values_list("conversation_id", flat=True)
-                .first()
-            )
-        )()
+        conversation_id = await database_sync_to_async(selectors.handoff_conversation_id)(
+            tenant=self.tenant, handoff_id=handoff_id
+        )
         if conversation_id is None:
             await self.send(
                 text_data=json.dumps(

@@ -232,6 +232,9 @@ ANSWER_CACHE_ENABLED = env.bool("ANSWER_CACHE_ENABLED", default=True)
 # A generated answer must show its first verified sentence this soon after the message
 # (search included), else the customer gets the extractive answer at once.
 ANSWER_FIRST_WORDS_BUDGET_S = env.float("ANSWER_FIRST_WORDS_BUDGET_S", default=0.8)
+# A reply left unfinished this long (its process died) is taken over; the sweeper answers
+# acknowledged messages whose reply is missing or stuck past it.
+ANSWER_STALE_AFTER_S = env.float("ANSWER_STALE_AFTER_S", default=90.0)
 
 # --------------------------------------------------------------------------- handoffs
 HANDOFF_ESCALATE_AFTER_SECONDS = env.int("HANDOFF_ESCALATE_AFTER_SECONDS", default=300)

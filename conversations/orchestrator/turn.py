@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 from asgiref.sync import ThreadSensitiveContext
+from django.conf import settings
 from django.utils import timezone
 
 from actions import intents as action_intents
@@ -36,8 +37,13 @@ from knowledge import selectors as knowledge
 logger = logging.getLogger(__name__)
 
 MAX_PASSAGES = 4
-STALE_REPLY = timedelta(seconds=90)
 FOLLOW_UP_MAX_WORDS = 4
+
+
+def stale_reply_after() -> timedelta:
+    """How long an unfinished reply may sit before another worker takes it over."""
+    return timedelta(seconds=settings.ANSWER_STALE_AFTER_S)
+
 
 REFUSAL_TEXT = (
     "I can only help with questions about {tenant}'s products, orders, shipping, returns and "
@@ -92,7 +98,7 @@ async def handle_customer_message(
             if reply is not None and reply.state == Message.State.DELIVERED:
                 await channel.reply(events.answer_completed(services.message_as_event(reply)))
                 return Outcome(customer_message=message, reply=reply, duplicate=True)
-            stale = reply is not None and timezone.now() - reply.updated_at > STALE_REPLY
+            stale = reply is not None and timezone.now() - reply.updated_at > stale_reply_after()
             if reply is not None and not stale:
                 await channel.reply(events.answer_pending(reply_to=message.pk, message_id=reply.pk))
                 return Outcome(customer_message=message, reply=None, duplicate=True)
@@ -127,7 +133,7 @@ async def _respond(conversation_id: int, message: Message, channel: TurnEvents) 
         # The agent sees the message live; the bot stays silent while a person owns the chat.
         return Outcome(customer_message=message, reply=None)
     reply = await db(services.reply_reserve_or_take_over)(
-        customer_message=message, stale_after=STALE_REPLY
+        customer_message=message, stale_after=stale_reply_after()
     )
     if reply is None:
         await channel.reply(events.answer_pending(reply_to=message.pk))
