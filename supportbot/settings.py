@@ -223,6 +223,8 @@ API_KEY_LAST_USED_RESOLUTION_SECONDS = env.int("API_KEY_LAST_USED_RESOLUTION_SEC
 
 # --------------------------------------------------------------------------- conversations
 ANSWER_CACHE_ENABLED = env.bool("ANSWER_CACHE_ENABLED", default=True)
+# `/ws/bench-echo/` (bench/echo.py): the echo reference of `python -m bench.chat_load`.
+BENCH_ECHO_ENABLED = env.bool("BENCH_ECHO_ENABLED", default=False)
 
 # --------------------------------------------------------------------------- handoffs
 HANDOFF_ESCALATE_AFTER_SECONDS = env.int("HANDOFF_ESCALATE_AFTER_SECONDS", default=300)
