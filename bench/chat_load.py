@@ -61,7 +61,7 @@ SERVED_MODEL = "smollm2-135m"
 # order or asks for a person, so every turn takes the knowledge-answer path.
 QUESTIONS = [
     "How long do I have to return something I bought?",
-    "Can I return a jacket I already wore on a hike?",
+    "Can I return an item after I opened the box?",
     "How much does return shipping cost?",
     "How do I start a return?",
     "Which items can't be returned?",
@@ -167,7 +167,7 @@ async def ws_level(
                 max_size=2**22,
             ) as ws:
                 await ws.send(json.dumps({"type": "session.start", "tenant": TENANT}))
-                await _until(ws, "session.ready", turn_s)
+                await wait_for_event(ws, "session.ready", turn_s)
                 for question in questions:
                     if time.perf_counter() >= cap:
                         break
@@ -190,7 +190,8 @@ async def ws_level(
     return run
 
 
-async def _until(ws, kind: str, timeout: float) -> dict:
+async def wait_for_event(ws, kind: str, timeout: float) -> dict:
+    """Read events until one of type `kind`; raise SessionRefused on an `error` event."""
     async with asyncio.timeout(timeout):
         while True:
             event = json.loads(await ws.recv())
@@ -589,12 +590,13 @@ def plot(result: dict, path: Path) -> None:
     ax.plot([32], [3.0], "rv", markersize=9)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xticks(xs, [str(x) for x in xs])
+    ticks = sorted({*xs, 1, 32})
+    ax.set_xticks(ticks, [str(x) for x in ticks])
     ax.set_xlabel("concurrent chats")
     ax.set_ylabel("seconds (log)")
     ax.set_title("First words vs concurrency")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
