@@ -56,6 +56,7 @@ TENANT = "acme"
 # direct reference generates as much as a product answer may.
 ANSWER_MAX_TOKENS = 160
 SERVED_MODEL = "smollm2-135m"
+PASSAGE_WORDS = 85
 
 # Questions a customer of the demo help center (demo/helpcenter/) would ask; none names an
 # order or asks for a person, so every turn takes the knowledge-answer path.
@@ -249,10 +250,16 @@ def _passages() -> list[tuple[str, str]]:
             for tag in soup(["script", "style", "nav", "header", "footer"]):
                 tag.decompose()
             text = "\n\n".join(p.get_text(" ", strip=True) for p in soup.find_all(["p", "li"]))
+        # Adjacent paragraphs merged to ~85-105 words: passages the size of the product's chunks
+        # (4 of them, the system rules and the question make a ~600-token prompt).
+        words: list[str] = []
         for para in re.split(r"\n\s*\n", text):
-            words = para.split()
-            if len(words) >= 12:
-                out.append((doc["title"], " ".join(words[:120])))
+            words += para.split()
+            if len(words) >= PASSAGE_WORDS:
+                out.append((doc["title"], " ".join(words[: PASSAGE_WORDS + 20])))
+                words = []
+        if len(words) >= 12:
+            out.append((doc["title"], " ".join(words)))
     return out
 
 

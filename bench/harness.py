@@ -55,8 +55,16 @@ class Worker:
 
 def start_stack(env: dict[str, str]) -> stack_module.Stack:
     """Start the product on its own ports and database, with `env` added to its environment."""
+    saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # stack.start() copies os.environ into run.sh's environment
-    return stack_module.start()
+    try:
+        return stack_module.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def stop_stack(stack: stack_module.Stack, worker: Worker | None) -> None:
