@@ -148,7 +148,8 @@ def report(r: dict, meta: dict) -> str:
             if r["failures"]
             else ""
         ),
-        f"- goal ≥ {GOAL} sockets, all answering: {'met' if ok else 'NOT met'}",
+        f"- goal ≥ {GOAL} sockets, all answering: {'met' if ok else 'NOT met'}"
+        + (f" (this run's target was {meta['target']})" if meta["target"] < GOAL else ""),
         f"- daphne RSS: {r['baseline']['rss'] / 2**20:.1f} MiB after warm-up → "
         f"{r['after']['rss'] / 2**20:.1f} MiB with {r['held']} open: "
         + (f"**{per / 1024:.1f} KiB per connection**" if per is not None else "–"),
