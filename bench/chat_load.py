@@ -175,7 +175,7 @@ async def ws_level(
                     asked += 1
                     turn = Turn(i, question, time.perf_counter() - t0)
                     run.turns.append(turn)
-                    await _ask(ws, turn, question, t0, turn_s)
+                    await _ask(ws, turn, question, turn_s)
                     if turn.error:
                         break  # the socket's state is unknown: end this chat
                     last_done[0] = time.perf_counter()
@@ -202,7 +202,7 @@ async def wait_for_event(ws, kind: str, timeout: float) -> dict:
                 raise SessionRefused(event.get("code"))
 
 
-async def _ask(ws, turn: Turn, question: str, t0: float, timeout: float) -> None:
+async def _ask(ws, turn: Turn, question: str, timeout: float) -> None:
     """Send one message; fill `turn` from the events until `answer.completed` or an error."""
     cmid = uuid.uuid4().hex
     sent = time.perf_counter()
@@ -404,12 +404,15 @@ async def measure(args, stack, worker) -> dict:
         product.extra["daphne_cpu_pct"] = 100 * busy / max(time.perf_counter() - load0, 1e-6)
         product.extra["daphne_rss_mib"] = harness.rss_bytes(daphne) / 2**20
         product.extra["loadavg_1m"] = os.getloadavg()[0]
+        # Each reference starts on an idle stack: turns the client gave up on still run.
+        product.extra["settle_s"] = await asyncio.to_thread(harness.settle, daphne, worker)
         echo = await ws_level(
             target="echo", ws_url=ws_base + "/ws/bench-echo/", origin=origin, **common
         )
         runs = [product, echo]
         if worker:
             runs.append(await vllm_level(url=worker.url, passages=passages, **common))
+            await asyncio.to_thread(harness.settle, daphne, worker)
         entry = {"concurrency": n, **{r.target: r.summary() for r in runs}}
         levels.append(entry)
         raw.extend(

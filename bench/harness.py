@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psutil
 
 from supportbot.tests import stack as stack_module
@@ -140,3 +141,25 @@ def machine_info() -> dict:
         "loadavg": list(load),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def engine_busy(url: str) -> float:
+    """Running + waiting requests on a vLLM worker (from /metrics); 0 when unreachable."""
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=2).text
+    except httpx.HTTPError:
+        return 0.0
+    pattern = r"^vllm:num_requests_(?:running|waiting)\{[^}]*\} ([0-9.e+]+)$"
+    return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
+
+
+def settle(daphne: psutil.Process, worker: Worker | None, *, limit_s: float = 60.0) -> float:
+    """Wait until the stack is idle again: daphne below 20% CPU over a second and the worker's
+    queue empty (answers whose client gave up keep running server-side). Returns the seconds
+    waited; gives up after `limit_s`."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit_s:
+        cpu = daphne.cpu_percent(interval=1.0)
+        if cpu < 20 and (worker is None or engine_busy(worker.url) == 0):
+            break
+    return time.monotonic() - began
