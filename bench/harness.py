@@ -153,13 +153,15 @@ def engine_busy(url: str) -> float:
     return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
 
 
-def settle(daphne: psutil.Process, worker: Worker | None, *, limit_s: float = 60.0) -> float:
+def settle(
+    daphne: psutil.Process, worker: Worker | None, *, limit_s: float = 180.0
+) -> tuple[float, bool]:
     """Wait until the stack is idle again: daphne below 20% CPU over a second and the worker's
     queue empty (answers whose client gave up keep running server-side). Returns the seconds
-    waited; gives up after `limit_s`."""
+    waited and whether it became idle (it gives up after `limit_s`)."""
     began = time.monotonic()
     while time.monotonic() - began < limit_s:
         cpu = daphne.cpu_percent(interval=1.0)
         if cpu < 20 and (worker is None or engine_busy(worker.url) == 0):
-            break
-    return time.monotonic() - began
+            return time.monotonic() - began, True
+    return time.monotonic() - began, False
