@@ -600,6 +600,7 @@ def plot(result: dict, path: Path) -> None:
 
     levels = [lv for lv in result["levels"] if "product" in lv]
     xs = [lv["concurrency"] for lv in levels]
+    ticks = sorted({*xs, 1, 32})
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     series = [("product", "product first words", "tab:blue")]
     series.append(("vllm", "vLLM direct TTFT", "tab:orange"))
@@ -611,17 +612,35 @@ def plot(result: dict, path: Path) -> None:
         px = [x for x, _ in pts]
         ax.plot(px, [s["first_p50"] for _, s in pts], "o-", color=color, label=f"{label} p50")
         ax.plot(px, [s["first_p95"] for _, s in pts], "s--", color=color, label=f"{label} p95")
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 8)  # room for the error notes at the top
+    for lv in levels:  # percentiles cover completed turns only: say where errors were
+        kinds = ("product", "echo", "vllm")
+        failed = {k: lv[k]["errors"] for k in kinds if lv.get(k, {}).get("errors")}
+        if failed:
+            note = "\n".join(f"{k}: {v} errors" for k, v in failed.items())
+            ax.annotate(
+                note,
+                (lv["concurrency"], 1),
+                xycoords=("data", "axes fraction"),
+                xytext=(0, -6),
+                textcoords="offset points",
+                ha="center",
+                va="top",
+                fontsize=7,
+                color="tab:red",
+            )
     ax.plot([1], [1.0], "rv", markersize=9, label="target p95 (1 chat ≤ 1 s, 32 ≤ 3 s)")
     ax.plot([32], [3.0], "rv", markersize=9)
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ticks = sorted({*xs, 1, 32})
+    ax.set_xlim(min(ticks) / 1.6, max(ticks) * 1.6)
     ax.set_xticks(ticks, [str(x) for x in ticks])
     ax.set_xlabel("concurrent chats")
     ax.set_ylabel("seconds (log)")
     ax.set_title("First words vs concurrency")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
