@@ -54,6 +54,9 @@ lock:
 	/tmp/sb-lock/bin/pip install -q -e '.[dev]'
 	/tmp/sb-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
 
+# Knowledge search, then the whole-stack chat load (1/8/32/128 chats, echo and direct-vLLM
+# references; a local worker when .venv-vllm exists) and idle connections (goal 5,000), each
+# on a stack of its own (free ports, own database). Reports: bench/out/.
 bench: setup
 	$(PY) -m bench
 

@@ -1,7 +1,13 @@
-"""`make bench`: run every benchmark module (each writes its report under bench/out/)."""
+"""`make bench`: run every benchmark module (each writes its report under bench/out/).
 
-from bench import extraction, knowledge_search
+The whole-stack ones (chat load, connections) start their own stack on free ports with a
+database of their own; chat load adds a local vLLM worker when `.venv-vllm` exists.
+"""
+
+from bench import chat_load, connections, extraction, knowledge_search
 
 if __name__ == "__main__":
     knowledge_search.main([])
     extraction.main([])
+    chat_load.main([])
+    connections.main([])

@@ -1,6 +1,14 @@
 """WebSocket routes of all apps, collected for supportbot.asgi."""
 
+from django.conf import settings
+
 from conversations.routing import websocket_urlpatterns as chat_routes
 from handoffs.routing import websocket_urlpatterns as console_routes
 
 websocket_urlpatterns: list = [*chat_routes, *console_routes]
+
+if settings.BENCH_ECHO_ENABLED:
+    # The benchmark's echo reference (bench/echo.py); never routed unless asked for.
+    from bench.echo import websocket_urlpatterns as bench_routes
+
+    websocket_urlpatterns += bench_routes

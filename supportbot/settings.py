@@ -235,6 +235,8 @@ ANSWER_FIRST_WORDS_BUDGET_S = env.float("ANSWER_FIRST_WORDS_BUDGET_S", default=0
 # A reply left unfinished this long (its process died) is taken over; the sweeper answers
 # acknowledged messages whose reply is missing or stuck past it.
 ANSWER_STALE_AFTER_S = env.float("ANSWER_STALE_AFTER_S", default=90.0)
+# `/ws/bench-echo/` (bench/echo.py): the echo reference of `python -m bench.chat_load`.
+BENCH_ECHO_ENABLED = env.bool("BENCH_ECHO_ENABLED", default=False)
 
 # --------------------------------------------------------------------------- handoffs
 HANDOFF_ESCALATE_AFTER_SECONDS = env.int("HANDOFF_ESCALATE_AFTER_SECONDS", default=300)
