@@ -18,9 +18,9 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         slug = parse_qs(self.scope.get("query_string", b"").decode()).get("tenant", [None])[0]
-        self.tenant, self.is_member = await database_sync_to_async(
-            selectors.console_membership
-        )(user=self.user, slug=slug)
+        self.tenant, self.is_member = await database_sync_to_async(selectors.console_membership)(
+            user=self.user, slug=slug
+        )
         if self.tenant is None:
             await self.close(code=4403)
             return
