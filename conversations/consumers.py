@@ -140,15 +140,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _answer(self, client_message_id: str, text: str) -> None:
         try:
-            async with ThreadSensitiveContext():  # one turn: its own thread for sync work
-                await orchestrator.handle_customer_message(
-                    conversation=self.conversation,
-                    client_message_id=client_message_id,
-                    text=text,
-                    emit=self.emit,
-                    origin=self.channel_name,
-                    subscribed=True,
-                )
+            # The orchestrator runs the turn in a thread of its own (bounded per process).
+            await orchestrator.handle_customer_message(
+                conversation=self.conversation,
+                client_message_id=client_message_id,
+                text=text,
+                emit=self.emit,
+                origin=self.channel_name,
+                subscribed=True,
+            )
         except ApplicationError as exc:
             await self.send_error(
                 exc.code, exc.detail, field=exc.field, client_message_id=client_message_id

@@ -66,6 +66,18 @@ if not DATABASES["default"]["HOST"] and "host" in DATABASES["default"]["OPTIONS"
     DATABASES["default"]["HOST"] = DATABASES["default"]["OPTIONS"].pop("host")
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A connection pool per process (psycopg_pool): threads of concurrent turns and socket events
+# borrow connections and give them back when Django closes them, so one process never holds
+# more than DB_POOL_MAX_SIZE connections however many chats it serves (waiting up to
+# DB_POOL_TIMEOUT_S for one). DB_POOL_MAX_SIZE=0 turns pooling off.
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=20)
+if DB_POOL_MAX_SIZE > 0 and DATABASES["default"]["CONN_MAX_AGE"] == 0:
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the pool checks connections itself
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 1,
+        "max_size": DB_POOL_MAX_SIZE,
+        "timeout": env.float("DB_POOL_TIMEOUT_S", default=20.0),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
@@ -235,6 +247,9 @@ ANSWER_FIRST_WORDS_BUDGET_S = env.float("ANSWER_FIRST_WORDS_BUDGET_S", default=0
 # A reply left unfinished this long (its process died) is taken over; the sweeper answers
 # acknowledged messages whose reply is missing or stuck past it.
 ANSWER_STALE_AFTER_S = env.float("ANSWER_STALE_AFTER_S", default=90.0)
+# Turns answered at once by one web process (each holds a thread and a database connection
+# while it runs); more wait their turn.
+ORCHESTRATOR_MAX_CONCURRENT_TURNS = env.int("ORCHESTRATOR_MAX_CONCURRENT_TURNS", default=12)
 # `/ws/bench-echo/` (bench/echo.py): the echo reference of `python -m bench.chat_load`.
 BENCH_ECHO_ENABLED = env.bool("BENCH_ECHO_ENABLED", default=False)
 

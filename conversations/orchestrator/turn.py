@@ -3,12 +3,16 @@ generation within a budget (or extractive) → finish. Every step is in its own 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
+import weakref
 from datetime import timedelta
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 
 from actions import intents as action_intents
@@ -57,9 +61,37 @@ SIGNAL_REASONS = {
 }
 
 
-def _own_thread():
-    """A thread of its own for this turn's sync work (nested contexts reuse the outer one)."""
-    return ThreadSensitiveContext()
+_turn_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _slots() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    if loop not in _turn_slots:
+        _turn_slots[loop] = asyncio.Semaphore(settings.ORCHESTRATOR_MAX_CONCURRENT_TURNS)
+    return _turn_slots[loop]
+
+
+def _release_connections() -> None:
+    """Close this thread's database connections (not one inside a transaction: a caller's
+    test or atomic block owns that one)."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close()
+
+
+@contextlib.asynccontextmanager
+async def _own_thread():
+    """Run a turn in a thread of its own, among at most ORCHESTRATOR_MAX_CONCURRENT_TURNS.
+
+    Turns of different conversations proceed in parallel (asgiref would otherwise run every
+    thread-sensitive call of the process on one shared thread); the bound keeps the
+    process's database connections finite, and the turn's connection is closed at its end.
+    """
+    async with _slots(), ThreadSensitiveContext():
+        try:
+            yield
+        finally:
+            await db(_release_connections)()
 
 
 async def handle_customer_message(
