@@ -383,7 +383,9 @@ INFERENCE = {
     "YIELD_MIN_SAMPLES": env.int("INFERENCE_YIELD_MIN_SAMPLES", default=10),
     "YIELD_THRESHOLD": env.float("INFERENCE_YIELD_THRESHOLD", default=0.05),
     "YIELD_RECOVERY_SAMPLES": env.int("INFERENCE_YIELD_RECOVERY_SAMPLES", default=3),
-    "YIELD_PROBE_FRACTION": env.float("INFERENCE_YIELD_PROBE_FRACTION", default=0.1),
+    # Probes of a model measured useless run in the background (never shown, never waited
+    # for), so they cost model time only: 2% of answers, plus one every interval.
+    "YIELD_PROBE_FRACTION": env.float("INFERENCE_YIELD_PROBE_FRACTION", default=0.02),
     "YIELD_PROBE_INTERVAL_S": env.float("INFERENCE_YIELD_PROBE_INTERVAL_S", default=30.0),
     "YIELD_MAX_AGE_S": env.float("INFERENCE_YIELD_MAX_AGE_S", default=3600.0),
     "YIELD_FLUSH_INTERVAL_S": env.float("INFERENCE_YIELD_FLUSH_INTERVAL_S", default=2.0),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,20 +49,67 @@ async def cpu(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     return await loop.run_in_executor(_cpu_pool, functools.partial(fn, *args, **kwargs))
 
 
-class TurnEmbedder:
-    """Embeds each distinct text once per turn (passages, quotes, model sentences, question)."""
+class SentenceVectors:
+    """A process-wide LRU of sentence embeddings (passage sentences recur across turns: the
+    same help-center passages answer many questions). Thread-safe; bounded in entries."""
 
-    def __init__(self, embed: Callable[[list[str]], list[list[float]]] = embed_texts) -> None:
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, texts: list[str]) -> dict[str, np.ndarray]:
+        found = {}
+        with self._lock:
+            for text in texts:
+                vector = self._data.get(text)
+                if vector is not None:
+                    self._data.move_to_end(text)
+                    found[text] = vector
+        return found
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            for text, vector in items.items():
+                self._data[text] = vector
+                self._data.move_to_end(text)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+
+SENTENCE_VECTORS = SentenceVectors(
+    int(os.environ.get("ORCHESTRATOR_SENTENCE_CACHE_ENTRIES", "20000"))
+)
+
+
+class TurnEmbedder:
+    """Embeds each distinct text at most once per turn (passages, quotes, model sentences,
+    question), and not at all when a recent turn of this process already did."""
+
+    def __init__(
+        self,
+        embed: Callable[[list[str]], list[list[float]]] = embed_texts,
+        shared: SentenceVectors | None = SENTENCE_VECTORS,
+    ) -> None:
         self._embed = embed
-        self._cache: dict[str, list[float]] = {}
+        self._shared = shared
+        self._cache: dict[str, np.ndarray] = {}
         self.computed = 0
 
-    def __call__(self, texts: list[str]) -> list[list[float]]:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if missing:
-            for text, vector in zip(missing, self._embed(missing), strict=True):
-                self._cache[text] = list(np.asarray(vector, dtype=float))
-            self.computed += len(missing)
+    def __call__(self, texts: list[str]) -> list[np.ndarray]:
+        wanted = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if wanted and self._shared is not None:
+            self._cache.update(self._shared.get_many(wanted))
+            wanted = [t for t in wanted if t not in self._cache]
+        if wanted:
+            fresh = {
+                text: np.asarray(vector, dtype=np.float32)
+                for text, vector in zip(wanted, self._embed(wanted), strict=True)
+            }
+            self._cache.update(fresh)
+            if self._shared is not None:
+                self._shared.put_many(fresh)
+            self.computed += len(wanted)
         return [self._cache[t] for t in texts]
 
 

@@ -196,3 +196,55 @@ async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generatio
     draft.quotes = {n: quote_for(ordered[i - 1].text, quotes[n]) for i, n in renumber.items()}
     result.draft, result.emitted = draft, True
     return result
+
+
+# Reasons `inference.yields.should_generate` gives for trying a model it measured useless.
+SHADOW_PROBES = ("probe_interval", "probe_random")
+SHADOW_PROBE_TIMEOUT_S = 30.0
+_probes: set[asyncio.Task] = set()
+
+
+def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
+    """Generate in the background, verify every sentence, record the yield; show nothing."""
+    task = asyncio.create_task(_shadow_probe(turn, messages, ordered))
+    _probes.add(task)
+    task.add_done_callback(_probes.discard)
+
+
+async def _shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
+    texts = [p.text for p in ordered]
+    started = time.monotonic()
+    kept = dropped = 0
+    final = None
+    try:
+        verifier = await cpu(PassageVerifier, texts, embed=turn.embedder)
+        text = ""
+        async with asyncio.timeout(SHADOW_PROBE_TIMEOUT_S):
+            stream = gateway.stream_chat(
+                tenant_id=turn.conversation.tenant_id,
+                messages=messages,
+                max_tokens=ANSWER_MAX_TOKENS,
+                role="primary",
+                affinity_key=f"conv:{turn.conversation.pk}",
+            )
+            async with contextlib.aclosing(stream):
+                async for item in stream:
+                    if isinstance(item, gateway.ChatDelta):
+                        text += item.text
+                    else:
+                        final = item
+        checks = await cpu(verifier.check_many, split_sentences(text))
+        kept = sum(1 for c in checks if c.supported)
+        dropped = len(checks) - kept
+    except (TimeoutError, gateway.InferenceError) as exc:
+        logger.info("shadow probe for message %s ended early: %s", turn.message.pk, exc)
+    except Exception:  # a probe must never disturb anything
+        logger.exception("shadow probe for message %s failed", turn.message.pk)
+        return
+    yields.record(
+        model=final.model if final else yields.model_for_role("primary"),
+        worker=final.worker if final else "",
+        kept=kept,
+        dropped=max(dropped, 0 if kept else 1),
+        waited_ms=(time.monotonic() - started) * 1000,
+    )

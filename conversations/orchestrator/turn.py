@@ -31,7 +31,7 @@ from conversations.orchestrator.base import (
 )
 from conversations.orchestrator.extractive import citations, extractive_draft
 from conversations.orchestrator.finish import finish
-from conversations.orchestrator.generate import generate
+from conversations.orchestrator.generate import SHADOW_PROBES, generate, shadow_probe
 from conversations.orchestrator.handoff import hand_off, request_handoff
 from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
 from handoffs.models import Handoff
@@ -277,9 +277,16 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
                 message=message,
                 passages=passages,
             )
-            generation = await generate(turn, messages, ordered)
-            draft = generation.draft
-            path_reason = "verified" if draft is not None else generation.reason
+            if path_reason in SHADOW_PROBES:
+                # The model is measured useless: never make this customer wait for it. Probe
+                # it in the background (verified, recorded, never shown) so a better model or
+                # worker is noticed; the customer gets the extractive answer now.
+                shadow_probe(turn, messages, ordered)
+                path_reason = "low_yield"
+            else:
+                generation = await generate(turn, messages, ordered)
+                draft = generation.draft
+                path_reason = "verified" if draft is not None else generation.reason
     emitted = bool(generation and generation.emitted)
     error = generation.error if generation else None
     if draft is None:
@@ -291,7 +298,7 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
             draft.stats["meta"]["inference_error"] = error
     path = "generated" if draft.kind == Message.Kind.ANSWER else "extractive"
     if generation is None and path_reason == "low_yield":
-        path = "skipped"
+        path = "skipped"  # the yield policy (or its background probe) kept the model out
     waited_ms = generation.waited_ms if generation else 0.0
     meta = draft.stats.setdefault("meta", {})
     meta.update(
