@@ -93,7 +93,16 @@ CHANNEL_LAYERS = {
         # redis-py 8 defaults socket_timeout to 5 s, the same as channels-redis' blocking
         # BZPOPMIN timeout: idle consumers then die with TimeoutError. Read longer.
         "CONFIG": {
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            # redis-py 8's asyncio pool refuses (MaxConnectionsError) past 100 connections
+            # instead of waiting: a burst of session starts or answers on one process needs
+            # more (Valkey/Redis allow 10,000 clients by default).
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": 30,
+                    "max_connections": env.int("CHANNEL_LAYER_MAX_CONNECTIONS", default=2000),
+                }
+            ],
             "prefix": "sb:ch",
             "capacity": 500,
         },
