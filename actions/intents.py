@@ -105,6 +105,12 @@ REQUEST = re.compile(
     r"i demand|i'?m owed|want (my|a|the)|get (my|a) refund|refund \$?\d|refund [A-Z]-\d)",
     re.IGNORECASE,
 )
+# A question, even without its question mark: "does someone have to approve it".
+QUESTION_WORDS = re.compile(
+    r"(^|[,;:]\s*|\b(and|but|so)\s+)(does|do|is|are|can|could|will|would|should|how|what|"
+    r"why|when|where|who|which|am i|has|have)\b",
+    re.IGNORECASE,
+)
 # Order status and whereabouts: these look the order up.
 STATUS = re.compile(
     r"\b(where|status|track\w*|arriv\w*|deliver\w*|shipp?ed|dispatch\w*|when will|eta|late|"
@@ -194,13 +200,12 @@ def refund_kind(text: str) -> str | None:
         return "sarcasm"
     if REFUND_QUESTION.search(own):
         return "question"
-    if (
-        REQUEST.search(own)
-        or FULL.search(own)
-        or own.strip().endswith(("!", "."))
-        or ("?" not in own and len(own.split()) <= 12)
-    ):
+    if REQUEST.search(own) or FULL.search(own):
         return "request"
+    if "?" in own or QUESTION_WORDS.search(own):
+        return "question"  # "my refund is over $50, does someone have to approve it"
+    if own.strip().endswith(("!", ".")) or len(own.split()) <= 12:
+        return "request"  # "refund $20 for A-1042, the zipper broke"
     return "question"
 
 

@@ -35,6 +35,8 @@ CASES = [
     ("status question", "How long do refunds take for A-1042?", "none"),
     ("status question", "Why haven't you refunded my $25 for A-1042 yet?", "none"),
     ("status question", "did I get my $40 refund for A-1042 or not", "none"),
+    ("policy question", "my refund is over 50 dollars, does someone have to approve it", "none"),
+    ("policy question", "refunds over $100 on A-1043, how does that work", "none"),
     (
         "negation",
         "Please don't refund $5 for A-1043 yet, I only want to know the delivery status",
