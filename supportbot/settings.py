@@ -259,6 +259,9 @@ ANSWER_STALE_AFTER_S = env.float("ANSWER_STALE_AFTER_S", default=90.0)
 # Turns answered at once by one web process (each holds a thread and a database connection
 # while it runs); more wait their turn.
 ORCHESTRATOR_MAX_CONCURRENT_TURNS = env.int("ORCHESTRATOR_MAX_CONCURRENT_TURNS", default=12)
+# Of those, at most this many for one tenant (0: half of them), so a tenant whose order
+# system hangs never holds every slot.
+ORCHESTRATOR_MAX_TURNS_PER_TENANT = env.int("ORCHESTRATOR_MAX_TURNS_PER_TENANT", default=0)
 # `/ws/bench-echo/` (bench/echo.py): the echo reference of `python -m bench.chat_load`.
 BENCH_ECHO_ENABLED = env.bool("BENCH_ECHO_ENABLED", default=False)
 

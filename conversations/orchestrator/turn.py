@@ -64,10 +64,30 @@ SIGNAL_REASONS = {
 _turn_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _slots() -> asyncio.Semaphore:
+class TurnSlots:
+    """At most ORCHESTRATOR_MAX_CONCURRENT_TURNS turns at once in this process, and at most
+    ORCHESTRATOR_MAX_TURNS_PER_TENANT of them for one tenant: a tenant whose order system
+    hangs can hold only its share, never every slot."""
+
+    def __init__(self, total: int, per_tenant: int) -> None:
+        self.total = asyncio.Semaphore(total)
+        self.per_tenant_limit = max(1, min(per_tenant, total))
+        self.tenants: dict[int, asyncio.Semaphore] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, tenant_id: int):
+        tenant = self.tenants.setdefault(tenant_id, asyncio.Semaphore(self.per_tenant_limit))
+        async with tenant, self.total:
+            yield
+
+
+def _slots() -> TurnSlots:
     loop = asyncio.get_running_loop()
     if loop not in _turn_slots:
-        _turn_slots[loop] = asyncio.Semaphore(settings.ORCHESTRATOR_MAX_CONCURRENT_TURNS)
+        total = settings.ORCHESTRATOR_MAX_CONCURRENT_TURNS
+        _turn_slots[loop] = TurnSlots(
+            total, settings.ORCHESTRATOR_MAX_TURNS_PER_TENANT or max(1, total // 2)
+        )
     return _turn_slots[loop]
 
 
@@ -80,14 +100,15 @@ def _release_connections() -> None:
 
 
 @contextlib.asynccontextmanager
-async def _own_thread():
-    """Run a turn in a thread of its own, among at most ORCHESTRATOR_MAX_CONCURRENT_TURNS.
+async def _own_thread(tenant_id: int):
+    """Run a turn in a thread of its own, within the process's and the tenant's turn slots.
 
     Turns of different conversations proceed in parallel (asgiref would otherwise run every
-    thread-sensitive call of the process on one shared thread); the bound keeps the
-    process's database connections finite, and the turn's connection is closed at its end.
+    thread-sensitive call of the process on one shared thread); the bounds keep the
+    process's database connections finite and one tenant from taking every slot, and the
+    turn's connection is closed at its end.
     """
-    async with _slots(), ThreadSensitiveContext():
+    async with _slots().hold(tenant_id), ThreadSensitiveContext():
         try:
             yield
         finally:
@@ -109,7 +130,7 @@ async def handle_customer_message(
     unless `subscribed` (the caller's connection is in the conversation's group), every
     conversation event of the turn too. `origin` names the calling connection.
     """
-    async with _own_thread():
+    async with _own_thread(conversation.tenant_id):
         message, created = await db(services.message_receive)(
             conversation=conversation,
             client_message_id=client_message_id,
@@ -153,7 +174,7 @@ async def respond(
 
     The reply sweeper calls this for acknowledged messages whose reply is missing or stuck.
     """
-    async with _own_thread():
+    async with _own_thread(message.tenant_id):
         return await _respond(
             conversation_id, message, TurnEvents(conversation_id, emit, subscribed=subscribed)
         )
