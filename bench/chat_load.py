@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
-from bs4 import BeautifulSoup
+import lxml.html
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -246,10 +246,10 @@ def _passages() -> list[tuple[str, str]]:
             continue
         text = path.read_text()
         if path.suffix == ".html":
-            soup = BeautifulSoup(text, "html.parser")
-            for tag in soup(["script", "style", "nav", "header", "footer"]):
-                tag.decompose()
-            text = "\n\n".join(p.get_text(" ", strip=True) for p in soup.find_all(["p", "li"]))
+            root = lxml.html.fromstring(text)
+            for tag in root.xpath("//script|//style|//nav|//header|//footer"):
+                tag.drop_tree()
+            text = "\n\n".join(" ".join(p.text_content().split()) for p in root.xpath("//p|//li"))
         # Adjacent paragraphs merged to ~85-105 words: passages the size of the product's chunks
         # (4 of them, the system rules and the question make a ~600-token prompt).
         words: list[str] = []
