@@ -23,6 +23,7 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db import close_old_connections
 
 from conversations import chat_sessions, events, orchestrator, selectors, services
 from conversations.models import Message
@@ -81,7 +82,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         try:
             async with ThreadSensitiveContext():  # this event's sync work: a thread of its own
-                await handler(event)
+                try:
+                    await handler(event)
+                finally:
+                    # Give the thread's database connection back (to the pool) before the
+                    # thread goes away: orchestrator calls do not close it themselves.
+                    await database_sync_to_async(close_old_connections)()
         except ApplicationError as exc:
             extra = {k: exc.extra[k] for k in ("state", "current_version") if k in exc.extra}
             await self.send_error(

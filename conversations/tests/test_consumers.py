@@ -3,6 +3,7 @@
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import connection
 
 from actions import services as action_services
 from conversations import services
@@ -319,4 +320,21 @@ async def test_action_events_validate_their_fields(tenant, local_cache):
     await comm.send_json_to({"type": "action.confirm", "action_id": 999999, "version": 1})
     missing, _ = await receive_until(comm, "error")
     assert missing["code"] == "not_found"
+    await comm.disconnect()
+
+
+async def test_socket_events_give_their_database_connections_back(tenant, local_cache):
+    """Every event runs in a thread of its own; its pooled connection must be returned, or a
+    busy socket would exhaust the pool (each handoff.request uses the orchestrator)."""
+    comm = await connect()
+    await start(comm, tenant.slug)
+    for i in range(30):  # more than the pool holds
+        await comm.send_json_to({"type": "handoff.request", "detail": f"try {i}"})
+        event, _ = await receive_until(comm, "handoff.started", timeout=30)
+        assert event["handoff_id"]
+    pool = getattr(connection, "pool", None)
+    if pool is not None:
+        stats = pool.get_stats()
+        in_use = stats["pool_size"] - stats.get("pool_available", 0)
+        assert in_use <= 3, stats
     await comm.disconnect()
