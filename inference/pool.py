@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
 import httpx
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings
 from redis.asyncio import Redis
 
@@ -147,7 +148,9 @@ class Pool:
                 await self.poll_once()
             except Exception:  # DB or network trouble: route with what is known (maybe nothing)
                 logger.exception("first inference pool poll failed")
-            self._task = loop.create_task(self._run(), name="inference-pool-poller")
+            self._task = loop.create_task(
+                self._run(), name="inference-pool-poller", context=_outside_turns()
+            )
 
     async def stop(self) -> None:
         """Finish background writes, stop the poller and close clients (tests, shutdown)."""
@@ -188,7 +191,7 @@ class Pool:
 
     def spawn(self, coro) -> None:
         """Run bookkeeping (usage rows) off the request path; failures are logged."""
-        task = asyncio.get_running_loop().create_task(coro)
+        task = asyncio.get_running_loop().create_task(coro, context=_outside_turns())
         self._background.add(task)
         task.add_done_callback(self._background_done)
 
@@ -360,6 +363,19 @@ class Pool:
 def _record_polls(results: list[dict]) -> None:
     for r in results:
         services.worker_record_poll(**r)
+
+
+def _outside_turns() -> contextvars.Context:
+    """The current context without asgiref's per-turn thread.
+
+    Background work (usage rows, the poller) outlives the turn that started it; run on that
+    turn's thread it would revive the thread after the turn closed its database connection,
+    and hold a pooled connection forever. Without it, asgiref runs such calls on the
+    process's one shared thread (or the caller's sync thread).
+    """
+    ctx = contextvars.copy_context()
+    ctx.run(SyncToAsync.thread_sensitive_context.set, None)
+    return ctx
 
 
 _pool: Pool | None = None

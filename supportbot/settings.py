@@ -73,7 +73,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=20)
 if DB_POOL_MAX_SIZE > 0 and DATABASES["default"]["CONN_MAX_AGE"] == 0:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the pool checks connections itself
-    DATABASES["default"]["OPTIONS"]["pool"] = {
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": DB_POOL_MAX_SIZE,
         "timeout": env.float("DB_POOL_TIMEOUT_S", default=20.0),
