@@ -3,6 +3,7 @@ on free loopback ports and a database of its own, for browser tests."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
+import redis
 
 from demo.orders.testing import free_port
 from supportbot import devservices
@@ -91,6 +93,9 @@ class Stack:
                 self.process.wait(10)
 
 
+_REDIS_DBS = itertools.cycle(range(2, 16))
+
+
 def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
     """Migrate and seed a fresh database, start run.sh, wait until ready and indexed."""
     name = f"supportbot_e2e_{uuid.uuid4().hex[:8]}"
@@ -98,12 +103,17 @@ def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
         conn.execute(f'CREATE DATABASE "{name}"')
     database_url = devservices.postgres_url_for(name)
     port, order_port = free_port(), free_port()
+    redis_db = next(_REDIS_DBS)
+    # Nothing of an earlier stack (queued tasks naming its rows) may reach this one.
+    redis.Redis.from_url(devservices.valkey_start(db=redis_db)).flushdb()
     log_dir = devservices.var_dir() / "log" / name
     log_dir.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "SUPPORTBOT_REDIS_DB": "2",
+        # A Redis database of its own: two stacks at once (the browser tests' and a
+        # benchmark's) must not share a q2 queue, channel layer groups or cache keys.
+        "SUPPORTBOT_REDIS_DB": str(redis_db),
         "HOST": "127.0.0.1",
         "PORT": str(port),
         "ORDER_SERVICE_PORT": str(order_port),
