@@ -104,12 +104,14 @@ async def test_a_foreign_origin_cannot_start_a_chat_session(tenant, local_cache)
     closed = await comm.receive_output()
     assert closed == {"type": "websocket.close", "code": 4403}
     assert not await database_sync_to_async(Customer.objects.filter(tenant=tenant).exists)()
+    await comm.disconnect()  # end the application inside this test's loop
 
 
 async def test_a_handshake_without_origin_cannot_start_a_chat_session(tenant, local_cache):
     comm = await connect(headers=[])
     await comm.send_json_to({"type": "session.start", "tenant": tenant.slug})
     assert (await comm.receive_json_from())["code"] == "origin_not_allowed"
+    await comm.disconnect()  # end the application inside this test's loop
 
 
 async def test_the_tenants_allowed_origin_starts_a_session_and_only_for_that_tenant(
