@@ -49,7 +49,7 @@ from inference.errors import (
     UpstreamRejected,
 )
 from inference.models import InferenceUsage
-from inference.pool import get_pool
+from inference.pool import get_pool, released
 
 __all__ = [
     "ChatDelta",
@@ -460,7 +460,7 @@ def _record(pool, *, tenant_id: int, **fields) -> None:
     """Write the usage row in the background: the caller gets its result without waiting for
     the database (the ChatResult it saves with the answer is the authoritative copy)."""
     pool.spawn(
-        sync_to_async(services.usage_record)(
+        sync_to_async(released(services.usage_record))(
             tenant_id=tenant_id, model_name=fields.pop("model"), **fields
         )
     )

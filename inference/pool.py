@@ -23,8 +23,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import httpx
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 from redis.asyncio import Redis
 
 from inference import router, selectors, services
@@ -217,9 +218,9 @@ class Pool:
             specs = services.parse_external_workers(
                 self.config.workers, default_model=self.config.served_model_name
             )
-            await sync_to_async(services.workers_sync_external)(specs=specs)
+            await sync_to_async(released(services.workers_sync_external))(specs=specs)
         self._external_synced = True
-        rows = await sync_to_async(selectors.workers_active)()
+        rows = await sync_to_async(released(selectors.workers_active))()
         seen = set()
         for row in rows:
             seen.add(row.name)
@@ -248,7 +249,7 @@ class Pool:
         workers = list(self.workers.values())
         results = await asyncio.gather(*(self._poll_worker(w) for w in workers))
         self.last_poll_at = time.monotonic()
-        await sync_to_async(_record_polls)(results)
+        await sync_to_async(released(_record_polls))(results)
 
     async def _poll_worker(self, ws: WorkerState) -> dict:
         _, http = self.clients()
@@ -366,16 +367,28 @@ def _record_polls(results: list[dict]) -> None:
 
 
 def _outside_turns() -> contextvars.Context:
-    """The current context without asgiref's per-turn thread.
+    """A fresh context for background work (usage rows, the poller).
 
-    Background work (usage rows, the poller) outlives the turn that started it; run on that
-    turn's thread it would revive the thread after the turn closed its database connection,
-    and hold a pooled connection forever. Without it, asgiref runs such calls on the
-    process's one shared thread (or the caller's sync thread).
+    It outlives the turn that started it: in the turn's context it would run on (and
+    revive) the turn's thread and use the turn's database connection objects after the turn
+    gave them back. In a fresh context asgiref runs it on the process's shared thread, with
+    connection objects of its own, which `released` closes after every call.
     """
-    ctx = contextvars.copy_context()
-    ctx.run(SyncToAsync.thread_sensitive_context.set, None)
-    return ctx
+    return contextvars.Context()
+
+
+def released(fn):
+    """`fn`, then give this context's database connections back to the pool."""
+
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for conn in connections.all(initialized_only=True):
+                if not conn.in_atomic_block:
+                    conn.close()
+
+    return run
 
 
 _pool: Pool | None = None
