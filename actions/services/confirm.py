@@ -18,7 +18,7 @@ from actions import selectors
 from actions.models import ActionRequest, LimitLock
 from actions.services.execute import execute
 from actions.services.ledger import POLICY, State, load, reject, transition
-from actions.services.propose import expire, in_flight_for_order, parse_time
+from actions.services.propose import expire, parse_time, refundable_now
 from conversations.models import Customer
 from handoffs import services as handoff_services
 from handoffs.models import Handoff
@@ -122,11 +122,7 @@ def _admit(action: ActionRequest) -> ActionRequest:
     amount = Decimal(action.arguments["amount"])
     snapshot = action.order_snapshot or {}
     read_at = parse_time(snapshot.get("read_at")) or action.created_at
-    refundable = (
-        Decimal(str(snapshot.get("amount") or 0))
-        - Decimal(str(snapshot.get("refunded_amount") or 0))
-        - in_flight_for_order(action, read_at)
-    )
+    refundable = refundable_now(action, {"amount": 0, **snapshot}, read_at)
     if amount > refundable:
         return reject(
             action,

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from actions import registry, selectors
+from actions import registry
 from actions.models import LIVE_STATES, ActionRequest
 from actions.providers import ProviderError
 from actions.services.config import action_policy_get, provider_for
@@ -351,7 +351,3 @@ def check(action: ActionRequest) -> ActionRequest:
             error_code="duplicate",
         )
         return same or load(action.pk)
-
-
-def refund_total_recent(*, action: ActionRequest) -> Decimal:
-    return selectors.refund_total_recent(customer=action.customer, exclude_id=action.pk)
