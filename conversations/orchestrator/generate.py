@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
@@ -206,7 +207,11 @@ _probes: set[asyncio.Task] = set()
 
 def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
     """Generate in the background, verify every sentence, record the yield; show nothing."""
-    task = asyncio.create_task(_shadow_probe(turn, messages, ordered))
+    # A context of its own: the probe outlives the turn, whose thread-sensitive context
+    # refuses calls once the turn is over.
+    task = asyncio.create_task(
+        _shadow_probe(turn, messages, ordered), context=contextvars.Context()
+    )
     _probes.add(task)
     task.add_done_callback(_probes.discard)
 

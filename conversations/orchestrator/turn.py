@@ -8,9 +8,10 @@ import contextlib
 import logging
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import AsyncToSync, ThreadSensitiveContext
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
@@ -108,11 +109,23 @@ async def _own_thread(tenant_id: int):
     process's database connections finite and one tenant from taking every slot, and the
     turn's connection is closed at its end.
     """
-    async with _slots().hold(tenant_id), ThreadSensitiveContext():
+    async with _slots().hold(tenant_id):
+        # An executor of the turn's own: a plain ThreadSensitiveContext() is a no-op inside an
+        # inherited one (the consumer's per-event context, Django's per-request one), and the
+        # turn would then run on a thread that dies with that event, holding its connection.
+        # A sync caller (async_to_sync: a management command, a test inside its transaction)
+        # keeps the turn's ORM work on its own thread, as asgiref does by default.
+        sync_caller = getattr(AsyncToSync.executors, "current", None) is not None
+        executor = None if sync_caller else ThreadPoolExecutor(1, thread_name_prefix="turn")
         try:
-            yield
+            async with ThreadSensitiveContext(executor=executor):
+                try:
+                    yield
+                finally:
+                    await db(_release_connections)()
         finally:
-            await db(_release_connections)()
+            if executor is not None:
+                executor.shutdown(wait=False)
 
 
 async def handle_customer_message(

@@ -6,7 +6,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 
 from actions import services as action_services
-from conversations import services
+from conversations import chat_sessions, services
 from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
 from supportbot.asgi import application
@@ -342,4 +342,30 @@ async def test_socket_events_give_their_database_connections_back(tenant, local_
         event, _ = await receive_until(comm, "handoff.started", timeout=30)
         assert event["handoff_id"]
     assert in_use() - before <= 1, pool.get_stats() if pool is not None else None
+    await comm.disconnect()
+
+
+async def test_answered_messages_give_their_database_connections_back(
+    tenant, help_center, local_cache, monkeypatch
+):
+    """A turn is a task the `message.send` event starts: it must run on a thread of its own
+    and return that thread's connection, not die with the event's thread holding it."""
+    pool = getattr(connection, "pool", None)
+    assert pool is not None, "the test database runs pooled, as production does"
+
+    def in_use() -> int:
+        stats = pool.get_stats()
+        return stats.get("pool_size", 0) - stats.get("pool_available", 0)
+
+    monkeypatch.setattr(chat_sessions, "RATE_LIMIT_PER_MINUTE", 100)
+    comm = await connect()
+    await start(comm, tenant.slug)
+    before = in_use()
+    for i in range(25):  # more than the pool holds
+        text = f"How long do refunds take? ({i})"
+        await comm.send_json_to(
+            {"type": "message.send", "client_message_id": f"m{i}", "text": text}
+        )
+        await receive_until(comm, "answer.completed", timeout=30)
+    assert in_use() - before <= 1, pool.get_stats()
     await comm.disconnect()

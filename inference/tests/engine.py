@@ -14,6 +14,8 @@ ENGINE_SETTINGS = {
     "POLL_INTERVAL_S": 0.25,
     # The CI machine has 2 shared cores: allow slow scrapes; staleness itself is unit-tested.
     "STALE_AFTER_S": 10.0,
+    # A loaded machine answers /health slowly; a slow answer is not a down engine here.
+    "HEALTH_TIMEOUT_S": 10.0,
     "QUEUE_DEADLINE_S": 5.0,
     "CONNECT_TIMEOUT_S": 2.0,
     "FIRST_BYTE_TIMEOUT_S": 60.0,
