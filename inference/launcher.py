@@ -35,6 +35,7 @@ from inference import selectors, services
 from inference.config import InferenceConfig, get_config
 from inference.metrics import parse_vllm_metrics
 from inference.models import ModelWorker
+from supportbot import cpu_threads
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def engine_command(
 ) -> EngineCommand:
     """The argv and environment of one engine listening on `cfg.host:port`."""
     env = {
-        **os.environ,
+        **cpu_threads.child_environment(dict(os.environ)),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",

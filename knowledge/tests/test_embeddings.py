@@ -1,5 +1,8 @@
 import json
 import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -56,3 +59,64 @@ def test_openai_backend_rejects_vectors_of_the_wrong_size(openai_backend, settin
     settings.KNOWLEDGE_EMBEDDINGS_MODEL = "bigger-model"
     with pytest.raises(EmbeddingError, match="768 dimensions"):
         embed_texts(["hello"])
+
+
+def test_concurrent_callers_share_model_calls_and_each_gets_its_own_rows():
+    """Eight threads' texts wait while the model is busy, then go through in one call."""
+    calls = []
+    gate = threading.Event()
+
+    def encode(texts):
+        calls.append(list(texts))
+        if len(calls) == 1:
+            gate.wait(5)  # the first call holds the model while the others queue up
+        return [[float(len(t))] for t in texts]
+
+    batcher = embeddings.EncodeBatcher(encode, max_texts=256)
+    results = {}
+
+    def ask(i):
+        texts = [f"q{i}", "x" * i]
+        results[i] = batcher(texts)
+
+    first = threading.Thread(target=ask, args=(0,))
+    first.start()
+    while not calls:
+        time.sleep(0.01)
+    others = [threading.Thread(target=ask, args=(i,)) for i in range(1, 8)]
+    for t in others:
+        t.start()
+    time.sleep(0.2)  # all seven queued behind the first call
+    gate.set()
+    for t in [first, *others]:
+        t.join(5)
+    assert len(calls) == 2, calls
+    assert sorted(len(c) for c in calls) == [2, 14]
+    for i in range(8):
+        assert results[i] == [[float(len(f"q{i}"))], [float(i)]]
+
+
+def test_a_failing_model_call_reaches_every_waiting_caller_and_the_batcher_goes_on():
+    state = {"fail": True}
+
+    def encode(texts):
+        if state["fail"]:
+            raise EmbeddingError("model crashed")
+        return [[1.0] for _ in texts]
+
+    batcher = embeddings.EncodeBatcher(encode, max_texts=8)
+    with pytest.raises(EmbeddingError, match="model crashed"):
+        batcher(["a"])
+    state["fail"] = False
+    assert batcher(["b", "c"]) == [[1.0], [1.0]]
+
+
+def test_coalesced_local_vectors_match_the_vectors_of_separate_calls(settings):
+    texts = [f"how do I return item number {i}" for i in range(12)]
+    settings.KNOWLEDGE_EMBEDDINGS_COALESCE_MAX = 0
+    alone = [embed_texts([t])[0] for t in texts]
+    settings.KNOWLEDGE_EMBEDDINGS_COALESCE_MAX = 256
+    with ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(lambda t: embed_texts([t])[0], texts))
+    for a, b in zip(alone, together, strict=True):
+        assert similarity(a, b) > 0.9999
