@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conversations import events, services
+from conversations import events, metrics, services
 from conversations.orchestrator.base import Draft, Outcome, Turn, db
 from conversations.orchestrator.extractive import citations
 
@@ -16,6 +16,10 @@ async def finish(turn: Turn, draft: Draft, *, stream: bool) -> Outcome:
         await turn.events.publish(events.answer_delta(message_id=turn.reply.pk, text=draft.text))
         draft.stats.setdefault("ttft_ms", total_ms)
     draft.stats["total_ms"] = total_ms
+    first_ms = draft.stats.get("ttft_ms", total_ms) if stream else total_ms
+    metrics.first_words_observe(
+        path=(draft.stats.get("meta") or {}).get("path"), seconds=float(first_ms) / 1000
+    )
     saved = await db(services.reply_finalize)(
         reply=turn.reply,
         text=draft.text,

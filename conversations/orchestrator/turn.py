@@ -16,7 +16,7 @@ from django.db import connections
 from django.utils import timezone
 
 from actions import intents as action_intents
-from conversations import events, intents, selectors, services
+from conversations import events, intents, metrics, selectors, services
 from conversations.models import Conversation, Message
 from conversations.orchestrator import answer_cache, tools
 from conversations.orchestrator.base import (
@@ -108,7 +108,7 @@ async def _own_thread(tenant_id: int):
     process's database connections finite and one tenant from taking every slot, and the
     turn's connection is closed at its end.
     """
-    async with _slots().hold(tenant_id), ThreadSensitiveContext():
+    async with metrics.turn_tracked(), _slots().hold(tenant_id), ThreadSensitiveContext():
         try:
             yield
         finally:
