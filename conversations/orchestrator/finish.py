@@ -16,10 +16,6 @@ async def finish(turn: Turn, draft: Draft, *, stream: bool) -> Outcome:
         await turn.events.publish(events.answer_delta(message_id=turn.reply.pk, text=draft.text))
         draft.stats.setdefault("ttft_ms", total_ms)
     draft.stats["total_ms"] = total_ms
-    first_ms = draft.stats.get("ttft_ms", total_ms) if stream else total_ms
-    metrics.first_words_observe(
-        path=(draft.stats.get("meta") or {}).get("path"), seconds=float(first_ms) / 1000
-    )
     saved = await db(services.reply_finalize)(
         reply=turn.reply,
         text=draft.text,
@@ -30,4 +26,8 @@ async def finish(turn: Turn, draft: Draft, *, stream: bool) -> Outcome:
     )
     turn.message.state = draft.customer_state
     await turn.events.publish(events.answer_completed(services.message_as_event(saved)))
+    first_words_at = turn.events.first_words_at or time.monotonic()
+    metrics.first_words_observe(
+        path=(draft.stats.get("meta") or {}).get("path"), seconds=first_words_at - turn.started
+    )
     return Outcome(customer_message=turn.message, reply=saved)

@@ -3,9 +3,10 @@
 import asyncio
 
 import pytest
+from asgiref.sync import async_to_sync
 from prometheus_client import REGISTRY
 
-from conversations import metrics
+from conversations import metrics, orchestrator
 
 
 def _value(name: str, labels: dict | None = None) -> float:
@@ -61,3 +62,34 @@ def test_first_words_bounds_the_path_label():
     assert _value("supportbot_answer_first_words_seconds_count", {"path": "generated"}) >= 1
     assert _value("supportbot_answer_first_words_seconds_count", {"path": "other"}) >= 1
     assert _value("supportbot_answer_first_words_seconds_count", {"path": "<script>\x00"}) == 0
+
+
+def _first_words() -> tuple[float, float]:
+    """(count, sum) of the first-words histogram over every path."""
+    count = total = 0.0
+    for family in REGISTRY.collect():
+        if family.name != "supportbot_answer_first_words_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_count"):
+                count += sample.value
+            elif sample.name.endswith("_sum"):
+                total += sample.value
+    return count, total
+
+
+def test_an_answered_turn_records_its_first_words_and_outcome(help_center, conversation):
+    count, total = _first_words()
+    ok = _value("supportbot_chat_turns_total", {"outcome": "ok"})
+    in_flight = _value("supportbot_chat_turns_in_flight")
+    outcome = async_to_sync(orchestrator.handle_customer_message)(
+        conversation=conversation, client_message_id="m1", text="Can I return an opened item?"
+    )
+    assert outcome.reply is not None
+    new_count, new_total = _first_words()
+    assert new_count == count + 1
+    assert 0 < new_total - total < 30
+    path = outcome.reply.meta.get("path")
+    assert _value("supportbot_answer_first_words_seconds_count", {"path": path}) >= 1
+    assert _value("supportbot_chat_turns_total", {"outcome": "ok"}) == ok + 1
+    assert _value("supportbot_chat_turns_in_flight") == in_flight

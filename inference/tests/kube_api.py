@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -87,6 +88,7 @@ class FakeKubeApi:
         self.slices: dict | None = None
         self.status: int | None = None  # force an answer status (500, 403 ...)
         self.body: bytes | None = None  # force a raw body
+        self.delay_s = 0.0  # answer this late (a slow API server)
         self.requests: list[tuple[str, str]] = []  # (path, Authorization)
         self.lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -107,6 +109,7 @@ class FakeKubeApi:
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 with api.lock:
                     api.requests.append((self.path, self.headers.get("Authorization", "")))
+                time.sleep(api.delay_s)
                 status, doc = api.answer(self.path, self.headers.get("Authorization", ""))
                 body = api.body if api.body is not None else json.dumps(doc).encode()
                 self.send_response(status)

@@ -12,9 +12,11 @@ from django.utils import timezone
 
 from conftest import isolated_pool
 from inference import discovery, services
+from inference.checks import check_worker_sources
 from inference.discovery import DiscoveryError, DiscoverySpec, parse_spec
 from inference.gateway import ChatResult, stream_chat
 from inference.models import ModelWorker
+from inference.pool import Pool
 from inference.tests.kube_api import FakeKubeApi, endpoints_doc, endpointslices_doc
 from supportbot.tests.factories import TenantFactory
 
@@ -468,3 +470,62 @@ def test_processes_syncing_at_once_never_duplicate_or_fail():
 def test_sync_refuses_an_unknown_role():
     with pytest.raises(ValueError, match="role"):
         services.workers_sync_discovered(base_urls=[], role="root", model_name="m", drain_after_s=1)
+
+
+# ---------------------------------------------------------------------------- start-up
+@pytest.mark.parametrize(
+    ("key", "value", "code"),
+    [
+        ("DISCOVERY", "k8s-endpoints://Bad_NS/vllm:8000", "inference.E001"),
+        ("DISCOVERY", "dns://vllm", "inference.E001"),
+        ("WORKERS", "ftp://x:1", "inference.E002"),
+    ],
+)
+def test_a_malformed_worker_source_fails_the_system_check(settings, key, value, code):
+    settings.INFERENCE = {**settings.INFERENCE, key: value}
+    assert [e.id for e in check_worker_sources()] == [code]
+
+
+def test_a_good_discovery_spec_passes_the_system_check(settings):
+    settings.INFERENCE = {**settings.INFERENCE, "DISCOVERY": "dns://vllm:8000", "WORKERS": ""}
+    assert check_worker_sources() == []
+
+
+# ---------------------------------------------------------------------------- faults, races
+@pytest.mark.django_db(transaction=True)
+async def test_a_slow_api_server_times_out_and_the_last_set_stays(discovery_settings, kube, replay):
+    discovery_settings.INFERENCE = {**discovery_settings.INFERENCE, "DISCOVERY_TIMEOUT_S": 0.3}
+    kube.endpoints = endpoints_doc("supportbot", "vllm", [("127.0.0.1", _port(replay))])
+    async with isolated_pool() as pool:
+        await pool.ensure_running()
+        kube.delay_s = 2.0
+        started = asyncio.get_running_loop().time()
+        await pool.poll_once()
+        assert asyncio.get_running_loop().time() - started < 1.5
+        assert "unreachable" in pool.discovery.error
+        assert pool.has_healthy_worker()
+        kube.delay_s = 0.0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_two_pools_polling_at_once_agree_on_the_workers(
+    discovery_settings, kube, replay, replay2
+):
+    """Two processes' pools (here two pools on one loop, one database) sync concurrently."""
+    kube.endpoints = endpoints_doc(
+        "supportbot", "vllm", [("127.0.0.1", _port(replay)), ("127.0.0.1", _port(replay2))]
+    )
+    async with isolated_pool() as first:
+        second = Pool(redis_prefix="sb:test:second")
+        try:
+            await asyncio.gather(first.ensure_running(), second.ensure_running())
+            for _ in range(5):
+                await asyncio.gather(first.poll_once(), second.poll_once())
+            kube.endpoints = endpoints_doc("supportbot", "vllm", [("127.0.0.1", _port(replay2))])
+            await asyncio.gather(first.poll_once(), second.poll_once())
+            for pool in (first, second):
+                states = {w.base_url: w.state for w in pool.workers.values()}
+                assert states == {replay.url: "draining", replay2.url: "ready"}
+            assert await sync_to_async(_rows)() == {replay.url: "draining", replay2.url: "ready"}
+        finally:
+            await second.stop()
