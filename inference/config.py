@@ -10,6 +10,14 @@ from django.conf import settings
 @dataclass(frozen=True)
 class InferenceConfig:
     workers: str = ""
+    # Worker discovery (inference/discovery.py): "" off, else k8s-endpoints://ns/svc:port,
+    # k8s-endpointslices://ns/svc:port or dns://host:port.
+    discovery: str = ""
+    discovery_interval_s: float = 5.0
+    discovery_timeout_s: float = 3.0
+    discovery_api_url: str = ""
+    discovery_token_path: str = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105
+    discovery_ca_path: str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
     device: str = "auto"
     vllm_python: str = ".venv-vllm/bin/python"
     model_dir: str = "var/models/smollm2-135m"

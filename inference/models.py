@@ -21,6 +21,7 @@ class ModelWorker(models.Model):
     class Source(models.TextChoices):
         LAUNCHED = "launched", "Launched here"
         EXTERNAL = "external", "External (INFERENCE_WORKERS)"
+        DISCOVERED = "discovered", "Discovered (INFERENCE_DISCOVERY)"
 
     class State(models.TextChoices):
         STARTING = "starting", "Starting"

@@ -8,6 +8,13 @@ stalled poller fails safe. The registry (DB) is re-read each tick, so a worker l
 set to draining by another process is picked up within one interval. `INFERENCE_WORKERS`
 entries are upserted into the registry when the pool starts.
 
+With `INFERENCE_DISCOVERY` set, the pool also asks the platform (Kubernetes endpoints or a
+headless Service's DNS, `inference/discovery.py`) for the ready vLLM pods every
+`discovery_interval_s` and syncs the registry with the answer. A worker that leaves the
+answer is draining at once in this process (no new requests; calls already on it finish)
+and in the registry for the others; after `drain_timeout_s` its row is stopped. When the
+source cannot be read, the last known set stays.
+
 If the event loop changes (a new loop per test, `async_to_sync` in a sync caller), the pool
 restarts its poller and clients on the new loop.
 """
@@ -28,7 +35,7 @@ from django.conf import settings
 from django.db import connections
 from redis.asyncio import Redis
 
-from inference import router, selectors, services
+from inference import discovery, router, selectors, services
 from inference.admission import TenantLimiter
 from inference.breaker import BreakerState, CircuitBreaker
 from inference.client import WorkerFailure, fetch_health, fetch_metrics
@@ -109,6 +116,7 @@ class Pool:
         self._background: set[asyncio.Task] = set()
         self.http: httpx.AsyncClient | None = None
         self.limiter: TenantLimiter | None = None
+        self.discovery = discovery.Feed.from_config(self.config)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -220,10 +228,21 @@ class Pool:
             )
             await sync_to_async(released(services.workers_sync_external))(specs=specs)
         self._external_synced = True
+        if self.discovery is not None:
+            found = await self.discovery.refresh()
+            if found is not None:
+                await sync_to_async(released(services.workers_sync_discovered))(
+                    base_urls=found,
+                    role=self.discovery.spec.role,
+                    model_name=self.discovery.spec.model or self.config.served_model_name,
+                    drain_after_s=self.config.drain_timeout_s,
+                )
         rows = await sync_to_async(released(selectors.workers_active))()
         seen = set()
         for row in rows:
             seen.add(row.name)
+            if self.discovery is not None:
+                row.state = self.discovery.local_state(row)
             ws = self.workers.get(row.name)
             if ws is None or ws.id != row.id or ws.base_url != row.base_url:
                 self.workers[row.name] = WorkerState(

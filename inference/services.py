@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -57,6 +58,52 @@ def workers_sync_external(*, specs: list[ExternalWorkerSpec]) -> list[ModelWorke
         )
         out.append(worker)
     return out
+
+
+def discovered_worker_name(base_url: str) -> str:
+    return "disc-" + base_url.split("://", 1)[1].replace("/", "_")[:90]
+
+
+@transaction.atomic
+def workers_sync_discovered(
+    *, base_urls: list[str], role: str, model_name: str, drain_after_s: float
+) -> None:
+    """Make the discovered workers exactly `base_urls`: upsert those as `ready`, move other
+    discovered ones that are `ready` to `draining`, and stop those draining longer than
+    `drain_after_s` (their in-flight calls had that long to finish).
+
+    Several processes sync at once: the upsert is one `INSERT ... ON CONFLICT`, so racing
+    processes never fail on the unique base URL and never duplicate a row.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} not one of {sorted(ROLES)}")
+    now = timezone.now()
+    rows = [
+        ModelWorker(
+            name=discovered_worker_name(url),
+            base_url=url,
+            model_name=model_name,
+            role=role,
+            source=ModelWorker.Source.DISCOVERED,
+            state=ModelWorker.State.READY,
+            updated_at=now,
+        )
+        for url in sorted(set(base_urls))
+    ]
+    if rows:
+        ModelWorker.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["base_url"],
+            update_fields=["name", "model_name", "role", "source", "state", "updated_at"],
+        )
+    discovered = ModelWorker.objects.filter(source=ModelWorker.Source.DISCOVERED)
+    discovered.filter(state=ModelWorker.State.READY).exclude(base_url__in=base_urls).update(
+        state=ModelWorker.State.DRAINING, updated_at=now
+    )
+    discovered.filter(
+        state=ModelWorker.State.DRAINING, updated_at__lt=now - timedelta(seconds=drain_after_s)
+    ).update(state=ModelWorker.State.STOPPED, healthy=False, updated_at=now)
 
 
 @transaction.atomic

@@ -18,6 +18,7 @@ pids=()
 # Workers are detached engines registered in the DB, so they are stopped by command on exit.
 autostart=${INFERENCE_AUTOSTART:-1}
 [ -n "${INFERENCE_WORKERS:-}" ] && autostart=0
+[ -n "${INFERENCE_DISCOVERY:-}" ] && autostart=0
 cleanup() {
     trap - EXIT INT TERM
     for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done

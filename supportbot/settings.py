@@ -353,6 +353,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 INFERENCE = {
     # External fleet: comma-separated base URLs, each optionally `url|role|model`.
     "WORKERS": env.str("INFERENCE_WORKERS", default=""),
+    # Discovered fleet (Kubernetes endpoints or headless-Service DNS), re-read periodically.
+    "DISCOVERY": env.str("INFERENCE_DISCOVERY", default=""),
+    "DISCOVERY_INTERVAL_S": env.float("INFERENCE_DISCOVERY_INTERVAL_S", default=5.0),
+    "DISCOVERY_TIMEOUT_S": env.float("INFERENCE_DISCOVERY_TIMEOUT_S", default=3.0),
+    "DISCOVERY_API_URL": env.str(
+        "INFERENCE_DISCOVERY_API_URL",
+        default=(
+            f"https://{env.str('KUBERNETES_SERVICE_HOST')}:"
+            f"{env.str('KUBERNETES_SERVICE_PORT', default='443')}"
+            if env.str("KUBERNETES_SERVICE_HOST", default="")
+            else ""
+        ),
+    ),
+    "DISCOVERY_TOKEN_PATH": env.str(
+        "INFERENCE_DISCOVERY_TOKEN_PATH",
+        default="/var/run/secrets/kubernetes.io/serviceaccount/token",
+    ),
+    "DISCOVERY_CA_PATH": env.str(
+        "INFERENCE_DISCOVERY_CA_PATH",
+        default="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+    ),
     "DEVICE": env.str("INFERENCE_DEVICE", default="auto"),  # auto | cpu | gpu
     "VLLM_PYTHON": env.str(
         "INFERENCE_VLLM_PYTHON", default=str(BASE_DIR / ".venv-vllm" / "bin" / "python")

@@ -7,6 +7,7 @@ import asyncio
 import functools
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -113,6 +114,9 @@ class TurnEmbedder:
         return [self._cache[t] for t in texts]
 
 
+FIRST_WORDS_EVENTS = frozenset({"answer.delta", "answer.completed"})
+
+
 class TurnEvents:
     """Where a turn's events go.
 
@@ -134,9 +138,12 @@ class TurnEvents:
         self._emit = emit
         self.origin = origin
         self.subscribed = subscribed
+        self.first_words_at: float | None = None  # monotonic time of the answer's first words
 
     async def publish(self, event: dict[str, Any]) -> None:
         await events.publish(self.conversation_id, event, origin=self.origin)
+        if self.first_words_at is None and event.get("type") in FIRST_WORDS_EVENTS:
+            self.first_words_at = time.monotonic()
         if not self.subscribed:
             await self._emit(event)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conversations import events, services
+from conversations import events, metrics, services
 from conversations.orchestrator.base import Draft, Outcome, Turn, db
 from conversations.orchestrator.extractive import citations
 
@@ -26,4 +26,8 @@ async def finish(turn: Turn, draft: Draft, *, stream: bool) -> Outcome:
     )
     turn.message.state = draft.customer_state
     await turn.events.publish(events.answer_completed(services.message_as_event(saved)))
+    first_words_at = turn.events.first_words_at or time.monotonic()
+    metrics.first_words_observe(
+        path=(draft.stats.get("meta") or {}).get("path"), seconds=first_words_at - turn.started
+    )
     return Outcome(customer_message=turn.message, reply=saved)

@@ -17,7 +17,7 @@ from django.db import connections
 from django.utils import timezone
 
 from actions import intents as action_intents
-from conversations import events, intents, selectors, services
+from conversations import events, intents, metrics, selectors, services
 from conversations.models import Conversation, Message
 from conversations.orchestrator import answer_cache, tools
 from conversations.orchestrator.base import (
@@ -109,7 +109,7 @@ async def _own_thread(tenant_id: int):
     process's database connections finite and one tenant from taking every slot, and the
     turn's connection is closed at its end.
     """
-    async with _slots().hold(tenant_id):
+    async with metrics.turn_tracked(), _slots().hold(tenant_id):
         # An executor of the turn's own: a plain ThreadSensitiveContext() is a no-op inside an
         # inherited one (the consumer's per-event context, Django's per-request one), and the
         # turn would then run on a thread that dies with that event, holding its connection.
