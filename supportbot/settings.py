@@ -164,6 +164,7 @@ INSTALLED_APPS = [
     "csp",
     "channels",
     "django_q",
+    "django_prometheus",
     "supportbot",
     "knowledge",
     "inference",
@@ -173,6 +174,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # HTTP metrics (django-prometheus: requests, latency, status by view) beside ours at
+    # /metrics; the request id binds first so every later log line carries it.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "supportbot.observability.middleware.RequestContextMiddleware",
     "supportbot.middleware.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -184,6 +189,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "supportbot.urls"
@@ -307,11 +313,27 @@ KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = env.float("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS
 
 # --------------------------------------------------------------------------- logging
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# json (default): one JSON object per line with request_id, conversation_id, trace_id and
+# span_id (supportbot.observability.logs); plain: the same fields as text for a terminal.
+LOG_FORMAT = env.str("LOG_FORMAT", default="json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "supportbot.observability.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {
+            "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(conversation_id)s] "
+            "%(message)s"
+        },
+        "json": {"()": "supportbot.observability.logs.Formatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

@@ -262,3 +262,23 @@ def test_customer_and_agent_on_different_processes_share_one_live_conversation(
         assert worker.process.poll() is None, worker.log.read_text()[-2000:]
         assert time.monotonic() < deadline, worker.log.read_text()[-2000:]
         time.sleep(0.5)
+
+    # Its JSON log line carries the conversation and the request id of the socket event that
+    # enqueued it, which the web process's own lines carry too.
+    task_lines = [
+        line
+        for line in _json_lines(worker)
+        if line["message"].startswith("task handoff_summarize_task started")
+    ]
+    assert task_lines, worker.log.read_text()[-2000:]
+    assert task_lines[0]["conversation_id"] == result["conversation_id"]
+    request_id = task_lines[0]["request_id"]
+    assert any(line["request_id"] == request_id for line in _json_lines(a) + _json_lines(b))
+
+
+def _json_lines(proc: WebProcess) -> list[dict]:
+    return [
+        json.loads(line)
+        for line in proc.log.read_text(errors="replace").splitlines()
+        if line.startswith("{")
+    ]
