@@ -82,12 +82,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_error("no_session", "Send session.start first.")
             return
         # Each inbound event is one request: its id (and the conversation's) reach every log
-        # line, span, task and model call it causes, the answer task included.
-        with context.bound(
-            request_id=context.new_request_id(),
-            conversation_id=self.conversation.pk if self.conversation else None,
-        ):
-            await self._handle(handler, event)
+        # line, span, task and model call it causes, the answer task included. Events of one
+        # socket run one after another in its task, so each simply replaces the last one's.
+        context.request_id_var.set(context.new_request_id())
+        context.set_conversation(self.conversation.pk if self.conversation else None)
+        await self._handle(handler, event)
 
     async def _handle(self, handler, event: dict) -> None:
         try:

@@ -21,6 +21,7 @@ from knowledge import selectors as knowledge_selectors
 from supportbot import devservices, replicas
 from supportbot.errors import NotFound
 from supportbot.services import api_key_create
+from supportbot.tests.factories import MembershipFactory, TenantFactory
 from supportbot.tests.replica import Standby, standby_create
 from supportbot.tests.webprocs import start_web
 
@@ -153,10 +154,11 @@ def test_a_conversation_not_yet_replayed_is_read_from_the_primary(
     finally:
         with psycopg_connect(replica_db.url("postgres")) as conn:
             conn.execute("SELECT pg_wal_replay_resume()")
-    # Another tenant's conversation is still a 404 on both.
+    # Another tenant's conversation is a 404 on the replica and on the primary alike.
+    other = TenantFactory(slug="globex-replica")
     with pytest.raises(NotFound):
         conversation_selectors.message_history_page(
-            tenant=fresh.tenant, conversation_id=fresh.pk + 1000, paginate=list
+            tenant=other, conversation_id=fresh.pk, paginate=list
         )
 
 
@@ -210,6 +212,7 @@ def test_replica_down_sends_reads_back_to_the_primary(replica_db, conversation):
 def test_web_flows_with_a_replica_read_there_and_write_only_to_the_primary(
     standby, tenant, help_center, tmp_path, primary_url
 ):
+    agent = MembershipFactory(tenant=tenant, role="agent", user__password=PASSWORD).user
     """Daphne with DATABASE_REPLICA_URL: partner history and search, the console queue and a
     chat turn all work; the standby receives their reads and not one write."""
     database = connection.settings_dict["NAME"]
@@ -235,9 +238,18 @@ def test_web_flows_with_a_replica_read_there_and_write_only_to_the_primary(
             r = client.get("/api/v1/search", params={"q": "refund window"})
             assert r.status_code == 200, r.text
             assert r.json()["passages"]
+            r = client.post(f"/api/v1/conversations/{conversation_id}/handoffs", json={})
+            assert r.status_code in (200, 201), r.text
+            handoff_id = r.json()["id"]
+        standby.catch_up(primary_url)
+        with _console(web.url, agent) as console:
+            r = console.get("/console/api/queue")
+            assert r.status_code == 200, r.text
+            assert [h["id"] for h in r.json()["handoffs"]] == [handoff_id]
         sent = standby.statements(database, offset)
         assert any('FROM "conversations_message"' in s for s in sent), sent[-20:]
         assert any("knowledge_chunk" in s for s in sent), sent[-20:]
+        assert any('FROM "handoffs_handoff"' in s for s in sent), sent[-20:]
         assert not [s for s in sent if WRITES.search(s)], [s for s in sent if WRITES.search(s)]
         # The writes all went to the primary.
         with psycopg_connect(primary_url) as conn:
@@ -260,6 +272,25 @@ def test_web_flows_with_a_replica_read_there_and_write_only_to_the_primary(
     finally:
         web.stop()
     assert "Traceback" not in web.log.read_text(), web.log.read_text()[-3000:]
+
+
+PASSWORD = "pw-for-test-only"
+
+
+def _console(base: str, user) -> httpx.Client:
+    """An HTTP client logged in through the console's login page."""
+    client = httpx.Client(base_url=base, timeout=60)
+    page = client.get("/console/login/")
+    marker = 'name="csrfmiddlewaretoken" value="'
+    start = page.text.index(marker) + len(marker)
+    token = page.text[start : page.text.index('"', start)]
+    r = client.post(
+        "/console/login/",
+        data={"username": user.get_username(), "password": PASSWORD, "csrfmiddlewaretoken": token},
+        headers={"Referer": f"{base}/console/login/"},
+    )
+    assert r.status_code in (302, 303), r.text[:500]
+    return client
 
 
 def test_console_queue_and_analytics_opt_in_to_the_replica():
