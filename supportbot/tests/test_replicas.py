@@ -242,10 +242,13 @@ def test_web_flows_with_a_replica_read_there_and_write_only_to_the_primary(
             assert r.status_code in (200, 201), r.text
             handoff_id = r.json()["id"]
         standby.catch_up(primary_url)
-        with _console(web.url, agent) as console:
+        console = _console(web.url, agent)
+        try:
             r = console.get("/console/api/queue")
-            assert r.status_code == 200, r.text
-            assert [h["id"] for h in r.json()["handoffs"]] == [handoff_id]
+        finally:
+            console.close()
+        assert r.status_code == 200, r.text
+        assert [h["id"] for h in r.json()["handoffs"]] == [handoff_id]
         sent = standby.statements(database, offset)
         assert any('FROM "conversations_message"' in s for s in sent), sent[-20:]
         assert any("knowledge_chunk" in s for s in sent), sent[-20:]
@@ -253,11 +256,18 @@ def test_web_flows_with_a_replica_read_there_and_write_only_to_the_primary(
         assert not [s for s in sent if WRITES.search(s)], [s for s in sent if WRITES.search(s)]
         # The writes all went to the primary.
         with psycopg_connect(primary_url) as conn:
-            count = conn.execute(
-                "SELECT count(*) FROM conversations_message WHERE conversation_id = %s",
-                [conversation_id],
+            roles = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT role FROM conversations_message WHERE conversation_id = %s ORDER BY id",
+                    [conversation_id],
+                ).fetchall()
+            ]
+            handoffs = conn.execute(
+                "SELECT count(*) FROM handoffs_handoff WHERE id = %s", [handoff_id]
             ).fetchone()[0]
-        assert count == 2
+        assert roles == ["customer", "bot", "system"]  # the handoff's notice is the third
+        assert handoffs == 1
 
         # The standby goes down: the same pages still answer, from the primary.
         standby.stop()
@@ -265,7 +275,7 @@ def test_web_flows_with_a_replica_read_there_and_write_only_to_the_primary(
             with httpx.Client(base_url=web.url, headers=headers, timeout=60) as client:
                 r = client.get(f"/api/v1/conversations/{conversation_id}/messages")
                 assert r.status_code == 200, r.text
-                assert len(r.json()["results"]) == 2
+                assert len(r.json()["results"]) == 3
                 assert client.get("/api/v1/search", params={"q": "refund"}).status_code == 200
         finally:
             standby.start()
