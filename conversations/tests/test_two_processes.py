@@ -197,6 +197,7 @@ async def _scenario(a: WebProcess, b: WebProcess, tenant, agent_b, agent_a) -> d
         await console_b.aclose()
         return {
             "conversation_id": conversation_id,
+            "visitor_token": ready["visitor_token"],
             "handoff_id": handoff_id,
             "reply_id": reply_id,
             "completed": completed,
@@ -274,6 +275,55 @@ def test_customer_and_agent_on_different_processes_share_one_live_conversation(
     assert task_lines[0]["conversation_id"] == result["conversation_id"]
     request_id = task_lines[0]["request_id"]
     assert any(line["request_id"] == request_id for line in _json_lines(a) + _json_lines(b))
+
+
+async def _reconnect(proc: WebProcess, tenant, *, visitor_token: str, conversation_id: int):
+    """The customer's tab reconnects to `proc` (its first process died) and sends again."""
+    async with connect(_ws_url(proc, "/ws/chat/"), origin=proc.url, open_timeout=15) as ws:
+        customer = Socket(ws)
+        await customer.send(
+            {
+                "type": "session.start",
+                "tenant": tenant.slug,
+                "visitor_token": visitor_token,
+                "conversation_id": conversation_id,
+            }
+        )
+        ready = await customer.until(lambda e: e["type"] == "session.ready")
+        await customer.send(
+            {"type": "message.send", "client_message_id": "c3", "text": "Still there?"}
+        )
+        accepted = await customer.until(lambda e: e["type"] == "message.accepted")
+        return ready, accepted
+
+
+def test_customer_whose_process_dies_reconnects_to_the_other_and_loses_nothing(
+    cluster, tenant, help_center
+):
+    (a, b), _ = cluster
+    agent_b = MembershipFactory(tenant=tenant, role="agent", user__password=PASSWORD).user
+    agent_a = MembershipFactory(tenant=tenant, role="agent", user__password=PASSWORD).user
+    result = asyncio.run(asyncio.wait_for(_scenario(a, b, tenant, agent_b, agent_a), 300))
+    a.process.kill()  # process A dies without a goodbye
+    a.process.wait(10)
+    ready, accepted = asyncio.run(
+        asyncio.wait_for(
+            _reconnect(
+                b,
+                tenant,
+                visitor_token=result["visitor_token"],
+                conversation_id=result["conversation_id"],
+            ),
+            120,
+        )
+    )
+    assert ready["conversation_id"] == result["conversation_id"]
+    assert ready["owner"] == "human"
+    history = [(m["role"], m["text"]) for m in ready["history"]]
+    assert ("customer", "How long do refunds take?") in history
+    assert ("agent", "Hi, Dana here.") in history
+    assert [m["id"] for m in ready["history"]].count(result["reply_id"]) == 1
+    assert accepted["duplicate"] is False
 
 
 def _json_lines(proc: WebProcess) -> list[dict]:
