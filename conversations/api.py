@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from actions import selectors as action_selectors
 from conversations import orchestrator, selectors, services
-from conversations.models import Conversation, Message
+from conversations.models import Conversation
 from supportbot.api import AUTH_ERRORS, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
 from supportbot.idempotency import IdempotentPostMixin
@@ -226,12 +226,12 @@ class ConversationMessagesApi(IdempotentPostMixin, APIView):
     )
     def get(self, request, conversation_id: int):
         tenant = request_tenant(request)
-        conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
-        messages = selectors.message_list(tenant=tenant, conversation_id=conversation.pk).exclude(
-            state=Message.State.STREAMING
-        )
         paginator = MessagePagination()
-        page = paginator.paginate_queryset(messages, request, view=self)
+        page = selectors.message_history_page(
+            tenant=tenant,
+            conversation_id=conversation_id,
+            paginate=lambda messages: paginator.paginate_queryset(messages, request, view=self),
+        )
         return paginator.get_paginated_response(MessageSerializer(page, many=True).data)
 
 

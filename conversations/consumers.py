@@ -29,6 +29,7 @@ from conversations import chat_sessions, events, orchestrator, selectors, servic
 from conversations.models import Message
 from handoffs import services as handoff_services
 from supportbot.errors import ApplicationError
+from supportbot.observability import context, tracing
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if handler not in (self.on_session_start, self.on_ping) and self.conversation is None:
             await self.send_error("no_session", "Send session.start first.")
             return
+        # Each inbound event is one request: its id (and the conversation's) reach every log
+        # line, span, task and model call it causes, the answer task included. Events of one
+        # socket run one after another in its task, so each simply replaces the last one's.
+        context.request_id_var.set(context.new_request_id())
+        context.set_conversation(self.conversation.pk if self.conversation else None)
+        await self._handle(handler, event)
+
+    async def _handle(self, handler, event: dict) -> None:
         try:
             async with ThreadSensitiveContext():  # this event's sync work: a thread of its own
                 try:
@@ -120,6 +129,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.customer = session["customer"]
         self.conversation = session["conversation"]
         self.group = events.conversation_group(self.conversation.pk)
+        context.set_conversation(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json(session["ready"])
 
@@ -140,6 +150,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise ApplicationError(
                 "Too many messages; wait a minute.", code="rate_limited", field="text"
             )
+        logger.info("chat message %s received", client_message_id)
         task = asyncio.create_task(self._answer(client_message_id, text))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -147,14 +158,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _answer(self, client_message_id: str, text: str) -> None:
         try:
             # The orchestrator runs the turn in a thread of its own (bounded per process).
-            await orchestrator.handle_customer_message(
-                conversation=self.conversation,
-                client_message_id=client_message_id,
-                text=text,
-                emit=self.emit,
-                origin=self.channel_name,
-                subscribed=True,
-            )
+            with tracing.span("chat.receive", **{"supportbot.channel": "websocket"}):
+                await orchestrator.handle_customer_message(
+                    conversation=self.conversation,
+                    client_message_id=client_message_id,
+                    text=text,
+                    emit=self.emit,
+                    origin=self.channel_name,
+                    subscribed=True,
+                )
         except ApplicationError as exc:
             await self.send_error(
                 exc.code, exc.detail, field=exc.field, client_message_id=client_message_id

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db.models import QuerySet
 
 from conversations.models import Conversation, Customer, Message
+from supportbot import replicas
 from supportbot.errors import NotFound
 from supportbot.models import Tenant
 
@@ -35,6 +38,22 @@ def message_list(
     if after_id:
         qs = qs.filter(pk__gt=after_id)
     return qs.order_by("id")
+
+
+@replicas.stale_tolerant(primary_on=(NotFound,))
+def message_history_page(
+    *, tenant: Tenant, conversation_id: int, paginate: Callable[[QuerySet[Message]], list]
+) -> list[Message]:
+    """One page of a conversation's saved history (answers still streaming left out).
+
+    Served by the read replica when one is configured: it may lag the primary by a moment.
+    A conversation not found there (created a moment ago) is looked up on the primary.
+    """
+    conversation = conversation_get(tenant=tenant, conversation_id=conversation_id)
+    messages = message_list(tenant=tenant, conversation_id=conversation.pk).exclude(
+        state=Message.State.STREAMING
+    )
+    return list(paginate(messages))
 
 
 def message_get(*, tenant: Tenant, message_id: int) -> Message:

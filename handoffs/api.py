@@ -18,6 +18,7 @@ from conversations import services as conversation_services
 from conversations.models import Message
 from handoffs import presence, selectors, services
 from handoffs.models import Handoff
+from supportbot import replicas
 from supportbot.authentication import request_tenant
 from supportbot.errors import PermissionDenied
 from supportbot.models import Membership
@@ -81,7 +82,10 @@ def handoff_row(handoff: Handoff, names: dict[int, str]) -> dict:
     }
 
 
+@replicas.stale_tolerant
 def queue_snapshot(*, tenant) -> dict:
+    """The console's live lists (queue, online agents, active bot chats), from the read
+    replica when one is configured: the page refetches on every queue event."""
     handoffs = list(selectors.handoff_queue(tenant=tenant))
     online = presence.agents_online(tenant_id=tenant.pk)
     ids = set(online)

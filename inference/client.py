@@ -13,13 +13,18 @@ had answered 200 (so its engine took the request and may have spent tokens on it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
 
 from inference.metrics import WorkerMetrics, parse_vllm_metrics
+from supportbot.observability import context, tracing
+
+logger = logging.getLogger(__name__)
 
 
 class WorkerFailure(Exception):
@@ -144,9 +149,37 @@ async def stream_chat_completion(
     timeout = httpx.Timeout(
         connect=connect_timeout_s, read=idle_timeout_s, write=connect_timeout_s, pool=None
     )
-    request = client.build_request(
-        "POST", f"{base_url}/v1/chat/completions", json=payload, timeout=timeout
+    # The request id of the turn goes to the engine (vLLM takes X-Request-Id as the id of the
+    # request in its own logs), with `traceparent` when tracing is on.
+    span = tracing.start_span(
+        "vllm.chat_completion",
+        **{"server.address": base_url, "gen_ai.request.model": payload.get("model")},
     )
+    headers = tracing.inject(context.outbound_headers(), span)
+    logger.info("model call to %s", base_url, extra={"worker_url": base_url})
+    request = client.build_request(
+        "POST", f"{base_url}/v1/chat/completions", json=payload, timeout=timeout, headers=headers
+    )
+    try:
+        # aclosing: closing this iterator early must close the response at once.
+        async with contextlib.aclosing(
+            _stream(client, request, first_byte_timeout_s=first_byte_timeout_s)
+        ) as events:
+            async for event in events:
+                yield event
+    except WorkerFailure as failure:
+        if span is not None:
+            span.set_attribute("error.type", failure.__class__.__name__)
+            span.set_attribute("supportbot.failure", str(failure)[:200])
+        raise
+    finally:
+        if span is not None:
+            span.end()
+
+
+async def _stream(
+    client: httpx.AsyncClient, request: httpx.Request, *, first_byte_timeout_s: float
+) -> AsyncIterator[ChunkEvent]:
     loop = asyncio.get_running_loop()
     first_byte_deadline = loop.time() + first_byte_timeout_s
     try:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.db import connections
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from inference.models import InferenceUsage, ModelWorker
+from supportbot import replicas
 
 
 def worker_list() -> list[ModelWorker]:
@@ -36,9 +37,10 @@ def pool_has_healthy_worker(*, fresh_within_s: float) -> bool:
     ).exists()
 
 
+@replicas.stale_tolerant
 def usage_by_tenant(*, since: datetime) -> list[dict]:
     """Model calls and tokens per tenant since `since` (cancelled and failed calls included,
-    also counted apart), busiest first."""
+    also counted apart), busiest first (analytics: the read replica when configured)."""
     rows = (
         InferenceUsage.objects.filter(created_at__gte=since)
         .values("tenant_id", "tenant__slug")
@@ -70,6 +72,7 @@ def usage_by_tenant(*, since: datetime) -> list[dict]:
     ]
 
 
+@replicas.stale_tolerant
 def router_latency_percentiles(*, since: datetime) -> dict[str, dict[str, float | None]]:
     """Gateway-measured TTFT and inter-token latency p50/p95 (ms) per worker since `since`."""
     table = InferenceUsage._meta.db_table
@@ -88,7 +91,7 @@ def router_latency_percentiles(*, since: datetime) -> dict[str, dict[str, float 
          WHERE u.created_at >= %s
          GROUP BY u.worker_name
     """  # noqa: S608 - the table name is ours, values are parameters
-    with connection.cursor() as cursor:
+    with connections[replicas.read_alias()].cursor() as cursor:
         cursor.execute(sql, [since, since, since])
         rows = cursor.fetchall()
     return {

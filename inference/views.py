@@ -15,6 +15,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from inference import selectors, yields
 from inference.config import get_config
 from inference.telemetry import worker_registry_collector, yield_collector
+from supportbot.observability.tasks import task_registry
 
 
 def _snapshot() -> dict:
@@ -74,5 +75,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
         generate_latest(REGISTRY)
         + generate_latest(worker_registry_collector(selectors.worker_list()))
         + generate_latest(yield_collector(yields.get_book().shared_snapshot()))
+        + generate_latest(task_registry())
     )
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

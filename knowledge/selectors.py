@@ -18,12 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.db.models import QuerySet
 from django.urls import reverse
 
 from knowledge.embeddings import embed_query
 from knowledge.models import Chunk, Document, DocumentVersion, TenantKnowledge
+from supportbot import replicas
 from supportbot.errors import NotFound
 from supportbot.models import Tenant
 
@@ -266,8 +267,9 @@ def _lists_run(lists: list[_ListSql], *, settings_local: dict[str, str]) -> dict
     params = [p for item in lists for p in item.params]
     out: dict[str, list[tuple[int, float]]] = {item.name: [] for item in lists}
     # A transaction only when there is something to SET LOCAL (it costs a round trip).
-    scope = transaction.atomic() if settings_local else nullcontext()
-    with scope, connection.cursor() as cursor:
+    alias = replicas.read_alias()
+    scope = transaction.atomic(using=alias) if settings_local else nullcontext()
+    with scope, connections[alias].cursor() as cursor:
         if settings_local:
             calls = ", ".join("set_config(%s, %s, true)" for _ in settings_local)
             cursor.execute(
@@ -310,7 +312,7 @@ def tenant_vector_index_name(*, tenant_id: int) -> str:
 def tenant_vector_state(*, tenant_id: int, cap: int) -> tuple[int, str | None]:
     """The tenant's live chunk count (counting stops at `cap`) and the state of its partial
     HNSW index: "valid", "invalid" (a build failed or is running) or None (no index)."""
-    with connection.cursor() as cursor:
+    with connections[replicas.read_alias()].cursor() as cursor:
         cursor.execute(
             "SELECT (SELECT count(*) FROM (SELECT 1 FROM knowledge_chunk"
             "        WHERE tenant_id = %s::bigint AND is_live LIMIT %s) t),"
@@ -392,6 +394,7 @@ def rrf_fuse(
 # --------------------------------------------------------------------------- search
 
 
+@replicas.stale_tolerant
 def search_passages(
     *, tenant: Tenant, query: str, audience: Audience, limit: int = 8, mode: str = "hybrid"
 ) -> SearchResult:
@@ -399,7 +402,9 @@ def search_passages(
 
     `mode` is "hybrid" (default), "fulltext" or "vector" (the single lists, for evaluation).
     Each passage carries an evidence strength; `strength` summarizes the best one so callers
-    can refuse to answer from weak evidence. The candidate lists run as one SQL statement.
+    can refuse to answer from weak evidence. The candidate lists run as one SQL statement,
+    on the read replica when one is configured (a document indexed a moment ago may be
+    missing there for a moment).
     """
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -486,7 +491,7 @@ def _passages_fetch(
         FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id
         WHERE c.id = ANY(%s) AND {where}
     """  # noqa: S608 - fragments are constants; values are parameters
-    with connection.cursor() as cursor:
+    with connections[replicas.read_alias()].cursor() as cursor:
         cursor.execute(sql, [*evidence_params, list(chunk_ids), *params])
         rows = cursor.fetchall()
     passages = []

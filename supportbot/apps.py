@@ -7,3 +7,6 @@ class SupportbotConfig(AppConfig):
 
     def ready(self) -> None:
         from supportbot import schema  # noqa: F401 - registers the API key's OpenAPI scheme
+        from supportbot.observability import tasks, tracing  # noqa: F401 - q2 signal receivers
+
+        tracing.configure_from_env()

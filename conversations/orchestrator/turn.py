@@ -38,6 +38,7 @@ from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
 from handoffs.models import Handoff
 from inference import gateway, yields
 from knowledge import selectors as knowledge
+from supportbot.observability import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -207,15 +208,16 @@ async def _respond(conversation_id: int, message: Message, channel: TurnEvents) 
     await channel.publish(events.answer_started(reply_to=message.pk, message_id=reply.pk))
     turn = Turn(conversation, message, reply, channel, time.monotonic())
 
-    answered = await tools.answer_pending_proposal(turn)
+    with tracing.span("turn.route"):
+        answered = await tools.answer_pending_proposal(turn)
+        signal = intents.detect(message.text) if answered is None else None
+        proposal = None
+        if answered is None and signal is None:
+            proposal = await tools.propose(conversation, message)
     if answered is not None:
         return answered
-
-    signal = intents.detect(message.text)
     if signal is not None:
         return await hand_off(turn, SIGNAL_REASONS[signal.kind], signal.detail)
-
-    proposal = await tools.propose(conversation, message)
     if isinstance(proposal, action_intents.Clarify):
         return await tools.clarify(turn, proposal)
     if proposal is not None:
@@ -275,9 +277,10 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
     await db(services.message_set_state)(message_id=message.pk, state=Message.State.SEARCHING)
     audience = _audience(conversation)
     query = await _search_query(turn)
-    result = await db(knowledge.search_passages)(
-        tenant=conversation.tenant, query=query, audience=audience, limit=8
-    )
+    with tracing.span("turn.search"):
+        result = await db(knowledge.search_passages)(
+            tenant=conversation.tenant, query=query, audience=audience, limit=8
+        )
     passages = [p for p in result.passages if p.evidence > 0][:MAX_PASSAGES]
     if result.strength != "strong" or not passages:
         return await _weak_answer(turn, result, passages)

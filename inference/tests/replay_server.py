@@ -6,7 +6,7 @@ HTTP/1.1 chunked like uvicorn. Tests switch its behaviour to reproduce real fail
 modes: a 503 health, a refused connection (server stopped), a slow first byte, a
 connection dropped mid-stream, an error event, a stream without `[DONE]`, a 4xx answer.
 A request with `stream_options.continuous_usage_stats` gets running usage on every chunk.
-Every chat request body is recorded.
+Every chat request body and its headers are recorded.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class Behaviour:
 class ReplayState:
     behaviour: Behaviour = field(default_factory=Behaviour)
     chat_requests: list[dict] = field(default_factory=list)
+    chat_headers: list[dict] = field(default_factory=list)  # of each chat request, lower-case
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -136,6 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
         payload = json.loads(self.rfile.read(length) or b"{}")
         with self.server.state.lock:
             self.server.state.chat_requests.append(payload)
+            self.server.state.chat_headers.append({k.lower(): v for k, v in self.headers.items()})
         if self.path != "/v1/chat/completions":
             self._send(404, b"{}", "application/json")
             return

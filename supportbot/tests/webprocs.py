@@ -40,10 +40,16 @@ class WebProcess:
                 self.process.wait(5)
 
 
-def start_web(log_dir: Path, *, count: int = 2, timeout: float = 60.0) -> list[WebProcess]:
-    """Start `count` daphne processes on the current (test) database; wait until ready."""
+def start_web(
+    log_dir: Path, *, count: int = 2, timeout: float = 60.0, env: dict[str, str] | None = None
+) -> list[WebProcess]:
+    """Start `count` daphne processes on the current (test) database; wait until ready.
+
+    `env` adds variables (a private q2 queue name, a replica URL, OTEL_* settings).
+    """
     database_url = devservices.postgres_url_for(connection.settings_dict["NAME"])
     procs = []
+    extra = env
     for n in range(count):
         port = free_port()
         log = log_dir / f"daphne-{n}.log"
@@ -52,6 +58,7 @@ def start_web(log_dir: Path, *, count: int = 2, timeout: float = 60.0) -> list[W
             "DATABASE_URL": database_url,
             "SUPPORTBOT_REDIS_DB": os.environ.get("SUPPORTBOT_REDIS_DB", "1"),
             "INFERENCE_AUTOSTART": "0",
+            **(extra or {}),
         }
         env.pop("DJANGO_SETTINGS_MODULE", None)
         with open(log, "wb") as out:
@@ -88,3 +95,31 @@ def start_web(log_dir: Path, *, count: int = 2, timeout: float = 60.0) -> list[W
                 raise RuntimeError(f"daphne not ready: {proc.log.read_text()[-2000:]}")
             time.sleep(0.2)
     return procs
+
+
+def start_qcluster(log_dir: Path, *, name: str, env: dict[str, str] | None = None) -> WebProcess:
+    """Start a one-worker django-q2 cluster on the private queue `name` (test database).
+
+    Web processes started with `Q_CLUSTER_NAME=name` enqueue to it. The returned handle's
+    `url` is empty: a cluster serves no HTTP.
+    """
+    log = log_dir / f"qcluster-{name}.log"
+    full_env = {
+        **os.environ,
+        "DATABASE_URL": devservices.postgres_url_for(connection.settings_dict["NAME"]),
+        "SUPPORTBOT_REDIS_DB": os.environ.get("SUPPORTBOT_REDIS_DB", "1"),
+        "INFERENCE_AUTOSTART": "0",
+        "Q_CLUSTER_NAME": name,
+        "Q_WORKERS": "1",
+        **(env or {}),
+    }
+    full_env.pop("DJANGO_SETTINGS_MODULE", None)
+    with open(log, "wb") as out:
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and manage.py
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=ROOT,
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return WebProcess("", process, log)
