@@ -6,4 +6,7 @@ class SupportbotConfig(AppConfig):
     verbose_name = "Tenancy"
 
     def ready(self) -> None:
-        from supportbot import schema  # noqa: F401 - registers the API key's OpenAPI scheme
+        from supportbot import (
+            schema,  # noqa: F401 - registers the API key's OpenAPI scheme
+            signals,  # noqa: F401 - audits login attempts
+        )
