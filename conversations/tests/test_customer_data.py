@@ -8,6 +8,8 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.db import OperationalError, connection, connections
 from django.test import Client
@@ -17,9 +19,11 @@ from rest_framework.test import APIClient
 
 from actions.models import ActionRequest
 from conversations import customer_data, services, tasks
+from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
 from handoffs import services as handoff_services
 from handoffs.models import InternalNote
+from supportbot.asgi import application
 from supportbot.errors import NotFound
 from supportbot.models import AuditEvent
 from supportbot.services import Actor, api_key_create
@@ -379,3 +383,29 @@ def test_retention_erases_idle_conversations_only_for_tenants_that_set_it(tenant
 def test_retention_is_scheduled_in_django_q(db):
     schedule = Schedule.objects.get(func="conversations.tasks.retention_sweep_task")
     assert schedule.repeats == -1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_of_an_erased_customer_gets_not_found_and_stays_open(tenant):
+    token = await database_sync_to_async(identity_token_make)(tenant=tenant, external_id="crm-ws")
+    comm = WebsocketCommunicator(
+        application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1:8000")]
+    )
+    assert (await comm.connect())[0]
+    await comm.send_json_to(
+        {"type": "session.start", "tenant": tenant.slug, "identity_token": token}
+    )
+    while (await comm.receive_json_from(timeout=30))["type"] != "session.ready":
+        pass
+    await database_sync_to_async(customer_data.customer_erase)(
+        tenant=tenant, external_id="crm-ws", actor=Actor.system("test")
+    )
+    await comm.send_json_to({"type": "message.send", "client_message_id": "x1", "text": "hi"})
+    event = await comm.receive_json_from(timeout=30)
+    while event["type"] != "error":
+        event = await comm.receive_json_from(timeout=30)
+    assert event["code"] == "not_found"
+    await comm.send_json_to({"type": "ping"})
+    assert (await comm.receive_json_from(timeout=10))["type"] == "pong"
+    await comm.disconnect()
+    assert not await database_sync_to_async(Message.objects.filter(client_message_id="x1").exists)()
