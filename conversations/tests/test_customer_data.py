@@ -27,6 +27,7 @@ from supportbot.asgi import application
 from supportbot.errors import NotFound
 from supportbot.models import AuditEvent
 from supportbot.services import Actor, api_key_create
+from supportbot.tests.factories import MembershipFactory
 
 
 @pytest.fixture(autouse=True)
@@ -409,3 +410,58 @@ async def test_a_socket_of_an_erased_customer_gets_not_found_and_stays_open(tena
     assert (await comm.receive_json_from(timeout=10))["type"] == "pong"
     await comm.disconnect()
     assert not await database_sync_to_async(Message.objects.filter(client_message_id="x1").exists)()
+
+
+# --------------------------------------------------------------------------- console
+
+
+def test_console_admin_exports_and_erases_a_customer_and_is_the_audited_actor(tenant_admin, tenant):
+    m = marker()
+    fill_customer(tenant, "crm-console", m)
+    client = Client()
+    client.force_login(tenant_admin)
+    r = client.get("/console/customers/export?external_id=crm-console")
+    assert r.status_code == 200
+    assert r["Content-Disposition"].startswith("attachment")
+    assert m in r.content.decode()
+
+    r = client.post(
+        "/console/customers/erase", {"external_id": "crm-console", "confirm": "crm-consol"}
+    )
+    assert r.status_code == 302
+    assert Customer.objects.filter(external_id="crm-console").exists()  # not confirmed
+
+    r = client.post(
+        "/console/customers/erase",
+        {"external_id": "crm-console", "confirm": "crm-console"},
+        follow=True,
+    )
+    assert "Erased:" in r.content.decode()
+    assert not Customer.objects.filter(external_id="crm-console").exists()
+    assert tables_holding(m) == []
+    actors = set(
+        AuditEvent.objects.filter(action__startswith="customer.").values_list(
+            "action", "actor_label"
+        )
+    )
+    name = tenant_admin.get_username()
+    assert actors == {("customer.exported", name), ("customer.erased", name)}
+
+
+def test_console_agents_and_other_tenants_admins_cannot_export_or_erase(
+    agent, tenant, other_tenant
+):
+    fill_customer(tenant, "crm-guarded", marker())
+    foreign_admin = MembershipFactory(tenant=other_tenant, role="admin").user
+    for user in (agent, foreign_admin):
+        client = Client()
+        client.force_login(user)
+        r = client.get("/console/customers/export?external_id=crm-guarded")
+        assert r.status_code in (302, 403)
+        assert b"crm-guarded" not in r.content
+        r = client.post(
+            "/console/customers/erase", {"external_id": "crm-guarded", "confirm": "crm-guarded"}
+        )
+        assert r.status_code in (302, 403)
+    assert Customer.objects.filter(external_id="crm-guarded").exists()
+    assert not AuditEvent.objects.filter(action__startswith="customer.").exists()
