@@ -7,12 +7,13 @@ import os
 import threading
 import uuid
 
+import psycopg
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.core.exceptions import FieldError
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection, connections, transaction
 
 from actions.models import ActionRequest
@@ -380,3 +381,49 @@ def test_a_key_created_in_a_rolled_back_transaction_is_not_kept(tenant):
     sealed = encryption.seal(tenant_id=tenant.pk, plaintext="y", context="t.c")
     assert encryption.unseal(sealed, context="t.c") == "y"
     assert DataKey.objects.filter(key_id=encryption.key_id_of(sealed)).exists()
+
+
+def test_rotate_keys_without_the_old_master_key_fails_and_changes_nothing(
+    tenant, customer_conversation, settings
+):
+    conversation_services.message_receive(
+        conversation=customer_conversation, client_message_id="f1", text="keep me"
+    )
+    before = list(DataKey.objects.values_list("key_id", "master_key_id", "wrapped"))
+    new_id, _, new_b64 = new_master_key().partition("=")
+    settings.ENCRYPTION_MASTER_KEYS = {new_id: base64.urlsafe_b64decode(new_b64)}  # old dropped
+    with pytest.raises(CommandError, match="not in ENCRYPTION_MASTER_KEYS"):
+        call_command("rotate_keys")
+    assert list(DataKey.objects.values_list("key_id", "master_key_id", "wrapped")) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resealing_never_overwrites_a_value_written_meanwhile(tenant, monkeypatch):
+    customer = conversation_services.customer_get_or_create_verified(
+        tenant=tenant, external_id="crm-race-key"
+    )
+    conversation = conversation_services.conversation_start(tenant=tenant, customer=customer)
+    message, _ = conversation_services.message_receive(
+        conversation=conversation, client_message_id="k1", text="old text"
+    )
+    encryption.data_key_create(tenant_id=tenant.pk, retire_current=True)
+    encryption.clear_cache()
+    newer = encryption.seal(
+        tenant_id=tenant.pk, plaintext="written meanwhile", context="conversations_message.text"
+    )
+    real_unseal = encryption.unseal
+    dsn = connection.get_connection_params()
+
+    def unseal_while_the_app_writes(value, *, context):
+        if context == "conversations_message.text":
+            with psycopg.connect(**dsn, autocommit=True) as app:
+                app.execute(
+                    "UPDATE conversations_message SET text = %s WHERE id = %s",
+                    [str(newer), message.pk],
+                )
+        return real_unseal(value, context=context)
+
+    monkeypatch.setattr(encryption, "unseal", unseal_while_the_app_writes)
+    encryption.rows_reseal(tenant_id=tenant.pk)
+    monkeypatch.setattr(encryption, "unseal", real_unseal)
+    assert Message.objects.get(pk=message.pk).text == "written meanwhile"
