@@ -18,8 +18,9 @@ class Customer(models.Model):
     external_id = models.CharField(max_length=200, null=True, blank=True)
     visitor_id = models.CharField(max_length=64, null=True, blank=True)
     verified = models.BooleanField(default=False)
-    name = models.CharField(max_length=200, blank=True)
-    email = models.EmailField(blank=True)
+    # Personal data, encrypted at rest like the conversation text (≤ 200 / 254 characters).
+    name = EncryptedTextField(blank=True)
+    email = EncryptedTextField(blank=True)
     segments = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -67,6 +67,7 @@ def customer_get_or_create_verified(
     *, tenant: Tenant, external_id: str, name: str = "", email: str = ""
 ) -> Customer:
     """The verified customer with the tenant's `external_id` (identity checked by the caller)."""
+    name, email = (name or "")[:200], (email or "")[:254]
     try:
         with transaction.atomic():
             customer, created = Customer.objects.get_or_create(
@@ -84,7 +85,9 @@ def customer_get_or_create_verified(
     if email and customer.email != email:
         updates["email"] = email
     if updates:
-        Customer.objects.filter(pk=customer.pk).update(**updates)
+        Customer.objects.filter(pk=customer.pk).update(
+            **encryption.seal_fields(Customer, tenant_id=tenant.pk, fields=updates)
+        )
         for key, value in updates.items():
             setattr(customer, key, value)
     return customer

@@ -117,6 +117,8 @@ def test_every_protected_column_holds_only_sealed_text(tenant, customer_conversa
         ("actions_actionrequest", "arguments"),
         ("actions_actionrequest", "result"),
         ("actions_actionrequest", "order_snapshot"),
+        ("conversations_customer", "name"),
+        ("conversations_customer", "email"),
     ]:
         values = [v for (v,) in raw(f'SELECT "{column}" FROM "{table}"') if v]  # noqa: S608
         assert values, (table, column)
@@ -132,7 +134,7 @@ def test_every_protected_column_holds_only_sealed_text(tenant, customer_conversa
 @pytest.fixture
 def customer_conversation(tenant):
     customer = conversation_services.customer_get_or_create_verified(
-        tenant=tenant, external_id="crm-enc"
+        tenant=tenant, external_id="crm-enc", name="Dana Example", email="dana@example.com"
     )
     return conversation_services.conversation_start(tenant=tenant, customer=customer)
 
