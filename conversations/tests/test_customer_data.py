@@ -248,8 +248,17 @@ def test_erasure_whose_connection_is_killed_midway_deletes_nothing(tenant, monke
     assert not AuditEvent.objects.filter(action="customer.erased").exists()
 
 
+@pytest.fixture
+def fresh_pool():
+    """A new connection pool: threads below need connections even if earlier tests of the
+    session left some of the process's pool checked out."""
+    connection.close()
+    if getattr(connection, "pool", None) is not None:
+        connection.close_pool()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_erasure_racing_new_messages_leaves_no_orphans_and_no_server_error(tenant):
+def test_erasure_racing_new_messages_leaves_no_orphans_and_no_server_error(tenant, fresh_pool):
     conversation = fill_customer(tenant, "crm-race", marker())
     errors: list[BaseException] = []
     outcomes: list[str] = []

@@ -343,8 +343,17 @@ def test_a_missing_master_key_fails_loudly_with_its_id(tenant, customer_conversa
         Message.objects.get(pk=message.pk)
 
 
+@pytest.fixture
+def fresh_pool():
+    """A new connection pool: threads below need connections even if earlier tests of the
+    session left some of the process's pool checked out."""
+    connection.close()
+    if getattr(connection, "pool", None) is not None:
+        connection.close_pool()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_first_writes_of_a_new_tenant_share_one_data_key(tenant):
+def test_concurrent_first_writes_of_a_new_tenant_share_one_data_key(tenant, fresh_pool):
     errors, key_ids = [], []
 
     def write():
