@@ -1,7 +1,7 @@
 """The action ledger, each tenant's order-system connection and action policy.
 
-Tool arguments live in one JSON field (`ActionRequest.arguments`) so per-tenant encryption can
-be added behind the model layer later; they are never searched with SQL text operators.
+Tool arguments, the order snapshot and results are encrypted at rest with the tenant's data
+key (supportbot/fields.py); the one equality lookup (the order) goes through `order_key`.
 """
 
 from django.conf import settings
@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from conversations.models import Conversation, Customer
+from supportbot.fields import EncryptedJSONField
 from supportbot.models import Tenant
 
 # Rows that still stand for their refund: a new proposal with the same dedupe key returns one.
@@ -109,17 +110,19 @@ class ActionRequest(models.Model):
     )
     customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="+")
     tool = models.CharField(max_length=50)
-    arguments = models.JSONField(default=dict)
+    arguments = EncryptedJSONField(default=dict)
+    # Keyed hash of arguments["order_id"]: the equality lookup the encrypted arguments refuse.
+    order_key = models.CharField(max_length=64, blank=True, default="", db_index=True)
     retry_key = models.CharField(max_length=64, unique=True)
     dedupe_key = models.CharField(max_length=64, db_index=True, default="")
     sequence = models.PositiveSmallIntegerField(default=1)
     risk = models.CharField(max_length=5, choices=Risk.choices)
     state = models.CharField(max_length=24, choices=State.choices, default=State.PROPOSED)
     proposed_by = models.CharField(max_length=10, choices=Source.choices)
-    order_snapshot = models.JSONField(default=dict, blank=True)
+    order_snapshot = EncryptedJSONField(default=dict, blank=True)
     approval_reason = models.CharField(max_length=100, blank=True)
     provider_request_id = models.CharField(max_length=100, blank=True)
-    result = models.JSONField(default=dict, blank=True)
+    result = EncryptedJSONField(default=dict, blank=True)
     error_code = models.CharField(max_length=50, blank=True)
     error = models.TextField(blank=True)
     decided_by = models.ForeignKey(

@@ -1,12 +1,13 @@
 """Conversation state: customers, conversations, messages and feedback.
 
-Text fields that will be encrypted at rest per tenant (message text, summaries, feedback
-comments) live in one field each and are never searched with SQL text operators.
+Message text, summaries and feedback comments are encrypted at rest with the tenant's data
+key (supportbot/fields.py): one field each, never searched with SQL text operators.
 """
 
 from django.db import models
 from django.db.models import Q
 
+from supportbot.fields import EncryptedTextField
 from supportbot.models import Tenant
 
 
@@ -17,8 +18,9 @@ class Customer(models.Model):
     external_id = models.CharField(max_length=200, null=True, blank=True)
     visitor_id = models.CharField(max_length=64, null=True, blank=True)
     verified = models.BooleanField(default=False)
-    name = models.CharField(max_length=200, blank=True)
-    email = models.EmailField(blank=True)
+    # Personal data, encrypted at rest like the conversation text (≤ 200 / 254 characters).
+    name = EncryptedTextField(blank=True)
+    email = EncryptedTextField(blank=True)
     segments = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -60,7 +62,7 @@ class Conversation(models.Model):
     owner = models.CharField(max_length=10, choices=Owner.choices, default=Owner.BOT)
     state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
     version = models.PositiveIntegerField(default=1)
-    summary = models.TextField(blank=True)
+    summary = EncryptedTextField(blank=True)
     summary_through_message_id = models.BigIntegerField(null=True, blank=True)
     weak_evidence_streak = models.PositiveSmallIntegerField(default=0)
     model_failures = models.PositiveSmallIntegerField(default=0)
@@ -111,7 +113,7 @@ class Message(models.Model):
     )
     role = models.CharField(max_length=10, choices=Role.choices)
     kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.TEXT)
-    text = models.TextField()
+    text = EncryptedTextField()
     client_message_id = models.CharField(max_length=100, null=True, blank=True)
     reply_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replies"
@@ -160,7 +162,7 @@ class Feedback(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="feedback")
     rating = models.CharField(max_length=12, choices=Rating.choices)
-    comment = models.TextField(blank=True)
+    comment = EncryptedTextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

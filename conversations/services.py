@@ -13,6 +13,7 @@ from django_q.tasks import async_task
 
 from conversations import events
 from conversations.models import Conversation, Customer, Feedback, Message
+from supportbot import encryption
 from supportbot.errors import ApplicationError, Conflict, NotFound
 from supportbot.models import Tenant
 
@@ -66,6 +67,7 @@ def customer_get_or_create_verified(
     *, tenant: Tenant, external_id: str, name: str = "", email: str = ""
 ) -> Customer:
     """The verified customer with the tenant's `external_id` (identity checked by the caller)."""
+    name, email = (name or "")[:200], (email or "")[:254]
     try:
         with transaction.atomic():
             customer, created = Customer.objects.get_or_create(
@@ -83,7 +85,9 @@ def customer_get_or_create_verified(
     if email and customer.email != email:
         updates["email"] = email
     if updates:
-        Customer.objects.filter(pk=customer.pk).update(**updates)
+        Customer.objects.filter(pk=customer.pk).update(
+            **encryption.seal_fields(Customer, tenant_id=tenant.pk, fields=updates)
+        )
         for key, value in updates.items():
             setattr(customer, key, value)
     return customer
@@ -146,8 +150,13 @@ def conversation_set_summary(
     *, conversation_id: int, summary: str, through_message_id: int
 ) -> None:
     """Store the rebuildable summary of messages up to `through_message_id`."""
+    tenant_id = Conversation.objects.values_list("tenant_id", flat=True).get(pk=conversation_id)
     Conversation.objects.filter(pk=conversation_id).update(
-        summary=summary, summary_through_message_id=through_message_id
+        **encryption.seal_fields(
+            Conversation,
+            tenant_id=tenant_id,
+            fields={"summary": summary, "summary_through_message_id": through_message_id},
+        )
     )
 
 
@@ -195,10 +204,15 @@ def message_receive(
             )
             Conversation.objects.filter(pk=conversation.pk).update(last_message_at=timezone.now())
             _announce(message, origin=origin)
-    except IntegrityError:  # the same id raced in from another connection
-        return Message.objects.get(
+    except IntegrityError:
+        # The same id raced in from another connection, or the conversation was erased
+        # meanwhile (its customer deleted): the foreign key refused the row.
+        saved = Message.objects.filter(
             conversation=conversation, client_message_id=client_message_id
-        ), False
+        ).first()
+        if saved is None:
+            raise NotFound("No such conversation.") from None
+        return saved, False
     return message, True
 
 

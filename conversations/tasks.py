@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
 
-from conversations import orchestrator, selectors, services
+from conversations import customer_data, orchestrator, selectors, services
 
 logger = logging.getLogger(__name__)
 
@@ -39,3 +39,8 @@ def unanswered_messages_sweep_task(limit: int = 50) -> list[int]:
         if outcome.reply is not None:
             answered.append(message.pk)
     return answered
+
+
+def retention_sweep_task() -> dict[str, dict[str, int]]:
+    """Erase conversations past their tenant's retention (hourly); return counts by tenant."""
+    return customer_data.conversations_erase_expired()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from conversations import api, views
+from conversations import api, api_customers, views
 
 api_urlpatterns = [
     path("conversations", api.ConversationCreateApi.as_view(), name="conversations"),
@@ -25,6 +25,16 @@ api_urlpatterns = [
         name="conversation-action-cancel",
     ),
     path("messages/<int:message_id>/feedback", api.FeedbackCreateApi.as_view(), name="feedback"),
+    path(
+        "customers/<str:external_id>",
+        api_customers.CustomerEraseApi.as_view(),
+        name="customer",
+    ),
+    path(
+        "customers/<str:external_id>/export",
+        api_customers.CustomerExportApi.as_view(),
+        name="customer-export",
+    ),
 ]
 
 page_urlpatterns = [

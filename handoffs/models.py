@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import Q
 
 from conversations.models import Conversation, Message
+from supportbot.fields import EncryptedTextField
 from supportbot.models import Tenant
 
 OPEN_STATES = ("requested", "queued", "assigned")
@@ -55,7 +56,7 @@ class Handoff(models.Model):
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.REQUESTED)
     reason = models.CharField(max_length=24, choices=Reason.choices)
-    reason_detail = models.CharField(max_length=300, blank=True)
+    reason_detail = EncryptedTextField(blank=True)  # may quote the customer (≤ 300 chars)
     priority = models.PositiveSmallIntegerField(default=2, help_text="1 urgent, 2 normal, 3 low")
     assigned_to = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -74,8 +75,8 @@ class Handoff(models.Model):
         help_text="The online agent routing offered this handoff to.",
     )
     escalated_at = models.DateTimeField(null=True, blank=True)
-    customer_email = models.EmailField(blank=True)
-    summary = models.TextField(blank=True)
+    customer_email = EncryptedTextField(blank=True)
+    summary = EncryptedTextField(blank=True)
     summary_source = models.CharField(max_length=20, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -110,7 +111,7 @@ class InternalNote(models.Model):
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
-    text = models.TextField()
+    text = EncryptedTextField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -167,8 +167,9 @@ def handoff_close(
 
 def handoff_set_summary(*, handoff_id: int, summary: str, source: str) -> None:
     """Store the (rebuildable) summary and tell the console."""
-    Handoff.objects.filter(pk=handoff_id).update(summary=summary, summary_source=source)
     handoff = Handoff.objects.get(pk=handoff_id)
+    handoff.summary, handoff.summary_source = summary, source
+    handoff.save(update_fields=["summary", "summary_source"])
     with transaction.atomic():
         _queue_event(handoff, "summary")
 
@@ -288,6 +289,14 @@ def agent_reply_post(*, tenant_id: int, handoff_id: int, agent, text: str) -> Me
         text=text,
         author_label=_agent_name(agent),
         meta={"agent_id": agent.pk, "handoff_id": handoff.pk},
+    )
+    audit_event_record(
+        tenant=handoff.tenant,
+        actor=Actor.for_user(agent),
+        action="handoff.replied",
+        target_type="handoff",
+        target_id=handoff.pk,
+        data={"message_id": message.pk, "conversation_id": handoff.conversation_id},
     )
     return message
 

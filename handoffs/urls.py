@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from handoffs import api, views
+from handoffs import admin_views, api, views
 
 console_urlpatterns = [
     path("console/login/", views.LoginView.as_view(), name="console-login"),
@@ -13,6 +13,11 @@ console_urlpatterns = [
     path("console/", views.console, name="console"),
     path("console/handoffs/<int:handoff_id>/", views.console, name="console-handoff"),
     path("console/gaps/", views.knowledge_gaps, name="console-gaps"),
+    path("console/audit/", admin_views.audit_log, name="console-audit"),
+    path("console/audit.csv", admin_views.audit_log_csv, name="console-audit-csv"),
+    path("console/customers/", admin_views.customers, name="console-customers"),
+    path("console/customers/export", admin_views.customer_export, name="console-customer-export"),
+    path("console/customers/erase", admin_views.customer_erase, name="console-customer-erase"),
     path("console/api/queue", api.QueueApi.as_view(), name="console-queue"),
     path(
         "console/api/handoffs/<int:handoff_id>",

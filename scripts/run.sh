@@ -13,6 +13,10 @@ GRACE=${STOP_GRACE_SECONDS:-10}
 LOG_DIR=${SUPPORTBOT_LOG_DIR:-var/log}
 mkdir -p "$LOG_DIR"
 
+# Web and worker processes connect as the embedded PostgreSQL's runtime role (no superuser,
+# owns no table: it cannot disable the audit trail's triggers); `make run` migrated as owner.
+export SUPPORTBOT_DB_ROLE=${SUPPORTBOT_DB_ROLE:-app}
+
 pids=()
 # A local vLLM worker unless an external fleet is configured (INFERENCE_AUTOSTART=0 to skip).
 # Workers are detached engines registered in the DB, so they are stopped by command on exit.

@@ -1,12 +1,22 @@
 from django.contrib import admin
 
 from supportbot.models import ApiKey, AuditEvent, Membership, Tenant
+from supportbot.services import Actor, tenant_settings_record
 
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "refund_auto_limit", "handoff_capacity", "is_active"]
     search_fields = ["slug", "name"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and form.changed_data:
+            tenant_settings_record(
+                tenant=obj,
+                changed={f: form.cleaned_data.get(f) for f in form.changed_data},
+                actor=Actor.for_user(request.user),
+            )
 
 
 @admin.register(Membership)

@@ -6,7 +6,10 @@ class SupportbotConfig(AppConfig):
     verbose_name = "Tenancy"
 
     def ready(self) -> None:
-        from supportbot import schema  # noqa: F401 - registers the API key's OpenAPI scheme
+        from supportbot import (
+            schema,  # noqa: F401 - registers the API key's OpenAPI scheme
+            signals,  # noqa: F401 - audits login attempts
+        )
         from supportbot.observability import tasks, tracing  # noqa: F401 - q2 signal receivers
 
         tracing.configure_from_env()

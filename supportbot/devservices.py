@@ -9,6 +9,7 @@ Django code: settings call it before Django is configured.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import logging
 import os
@@ -97,6 +98,60 @@ def _ensure_database(admin_url: str) -> None:
         ).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+APP_ROLE = "supportbot_app"
+
+
+def postgres_app_role_grant(database: str = DATABASE_NAME) -> str:
+    """Create (once) the runtime role of the embedded server and give it row access to
+    `database`; return that database's URL as the role.
+
+    The role is no superuser and owns nothing: it reads and writes rows, but cannot ALTER
+    TABLE … DISABLE TRIGGER, drop the audit guard, TRUNCATE or change
+    session_replication_role. Migrations run as the owner (the embedded superuser), which
+    also grants this role its rights on the tables it creates later (default privileges).
+    """
+    import psycopg
+    from psycopg import sql
+
+    owner_url = postgres_url_for(database)
+    role = sql.Identifier(APP_ROLE)
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [APP_ROLE]).fetchone():
+            # Another process may create it meanwhile.
+            with contextlib.suppress(psycopg.errors.DuplicateObject):
+                conn.execute(
+                    sql.SQL(
+                        "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                        "NOREPLICATION NOBYPASSRLS"
+                    ).format(role)
+                )
+        owner = conn.execute("SELECT current_user").fetchone()[0]
+        for statement in (
+            "GRANT CONNECT, TEMPORARY ON DATABASE {db} TO {role}",
+            "GRANT USAGE ON SCHEMA public TO {role}",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+            "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {role}",
+            "ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public "
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
+            "ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public "
+            "GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {role}",
+        ):
+            conn.execute(
+                sql.SQL(statement).format(
+                    db=sql.Identifier(database), role=role, owner=sql.Identifier(owner)
+                )
+            )
+        audit = conn.execute("SELECT to_regclass('public.supportbot_auditevent')").fetchone()[0]
+        if audit is not None:  # rows of the audit trail are only ever added
+            conn.execute(
+                sql.SQL("REVOKE UPDATE, DELETE, TRUNCATE ON supportbot_auditevent FROM {}").format(
+                    role
+                )
+            )
+    parts = urlsplit(owner_url)
+    return parts._replace(netloc=f"{APP_ROLE}@").geturl()
 
 
 def postgres_url_for(database: str) -> str:

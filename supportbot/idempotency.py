@@ -23,6 +23,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from rest_framework.response import Response
 
+from supportbot import encryption
 from supportbot.authentication import request_tenant
 from supportbot.errors import ApplicationError, Conflict
 from supportbot.models import IdempotencyKey, Tenant
@@ -126,10 +127,16 @@ def idempotency_finish(*, record: IdempotencyKey, response) -> None:
         IdempotencyKey.objects.filter(pk=record.pk).delete()
         return
     IdempotencyKey.objects.filter(pk=record.pk).update(
-        state=IdempotencyKey.State.DONE,
-        status_code=status,
-        response_body=response.data,
-        updated_at=timezone.now(),
+        **encryption.seal_fields(
+            IdempotencyKey,
+            tenant_id=record.tenant_id,
+            fields={
+                "state": IdempotencyKey.State.DONE,
+                "status_code": status,
+                "response_body": response.data,
+                "updated_at": timezone.now(),
+            },
+        )
     )
 
 

@@ -61,3 +61,56 @@ def derive_key(secret: str, purpose: str, length: int = 32) -> bytes:
 def derive_fernet_key(secret: str, purpose: str) -> str:
     """A Fernet key (urlsafe base64 of 32 bytes) derived from `secret` for `purpose`."""
     return base64.urlsafe_b64encode(derive_key(secret, purpose)).decode("ascii")
+
+
+MASTER_KEY_FILE_NAME = "master-keys"
+
+
+def dev_master_keyring(var_dir: Path) -> str:
+    """The development master keyring in `var_dir/master-keys`, created on first use.
+
+    One entry `<id>=<urlsafe base64 of 32 random bytes>`; like the secret key it is written to
+    a private temporary name and linked into place so concurrent starts agree on one key.
+    """
+    var_dir.mkdir(parents=True, exist_ok=True)
+    path = var_dir / MASTER_KEY_FILE_NAME
+    if not path.exists():
+        entry = f"dev-{secrets.token_hex(4)}=" + base64.urlsafe_b64encode(
+            secrets.token_bytes(32)
+        ).decode("ascii")
+        tmp = var_dir / f".{MASTER_KEY_FILE_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as fh:
+                fh.write(entry + "\n")
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        path.chmod(0o600)
+    return path.read_text(encoding="ascii").strip()
+
+
+def parse_master_keyring(entries: list[str]) -> dict[str, bytes]:
+    """`["id=base64", ...]` as an ordered {id: 32-byte key}; the first entry is the current key.
+
+    Raise ValueError for a malformed entry, a duplicate id or a key that is not 32 bytes.
+    """
+    ring: dict[str, bytes] = {}
+    for entry in entries:
+        key_id, sep, encoded = entry.strip().partition("=")
+        if not sep or not key_id or len(key_id) > 32 or not key_id.replace("-", "").isalnum():
+            raise ValueError("A master key entry is `<id>=<urlsafe base64 of 32 bytes>`.")
+        try:
+            key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        except ValueError as exc:
+            raise ValueError(f"Master key {key_id!r} is not base64.") from exc
+        if len(key) != 32:
+            raise ValueError(f"Master key {key_id!r} must be 32 bytes (AES-256).")
+        if key_id in ring:
+            raise ValueError(f"Master key id {key_id!r} appears twice.")
+        ring[key_id] = key
+    if not ring:
+        raise ValueError("The master keyring is empty.")
+    return ring

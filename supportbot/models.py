@@ -7,9 +7,11 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
-from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models import Q
+
+from supportbot.fields import EncryptedJSONField
 
 SLUG_RE = r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$"
 slug_validator = RegexValidator(
@@ -74,6 +76,11 @@ class Tenant(models.Model):
         blank=True,
         help_text="Sites that may embed the chat page and open its WebSocket, one origin each "
         "(https://shop.example.com). The product's own host is always allowed.",
+    )
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Erase conversations with no activity for this many days (empty: keep).",
     )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -184,7 +191,8 @@ class IdempotencyKey(models.Model):
     request_hash = models.CharField(max_length=64)
     state = models.CharField(max_length=12, choices=State.choices, default=State.IN_PROGRESS)
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    # The saved response holds conversation text: sealed like it (supportbot/fields.py).
+    response_body = EncryptedJSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -196,3 +204,33 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.state})"
+
+
+class DataKey(models.Model):
+    """A tenant's AES-256-GCM data key, stored only wrapped by a master key.
+
+    `key_id` is written into every ciphertext, so rows sealed under a retired key still open
+    after a rotation. At most one key per tenant is active (it seals new values).
+    """
+
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        RETIRED = "retired"
+
+    key_id = models.CharField(max_length=32, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="data_keys")
+    master_key_id = models.CharField(max_length=32)
+    wrapped = models.TextField()
+    state = models.CharField(max_length=8, choices=State.choices, default=State.ACTIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    rewrapped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant"], condition=Q(state="active"), name="datakey_one_active"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"data key {self.key_id} of {self.tenant_id} ({self.state})"

@@ -30,6 +30,31 @@ def audit_event_list(*, tenant: Tenant, action: str | None = None) -> QuerySet[A
     return qs
 
 
+def audit_event_filter(
+    *,
+    tenant: Tenant,
+    action: str = "",
+    actor: str = "",
+    target_type: str = "",
+    since=None,
+    until=None,
+) -> QuerySet[AuditEvent]:
+    """The tenant's audit events, newest first: `action` matches a prefix (`handoff.` or
+    `handoff.claimed`), `actor` a part of the actor's label; `since`/`until` are datetimes."""
+    qs = AuditEvent.objects.filter(tenant=tenant)
+    if action:
+        qs = qs.filter(action__startswith=action)
+    if actor:
+        qs = qs.filter(actor_label__icontains=actor)
+    if target_type:
+        qs = qs.filter(target_type=target_type)
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    if until is not None:
+        qs = qs.filter(created_at__lt=until)
+    return qs.order_by("-created_at", "-id")
+
+
 def audit_event_get(*, tenant: Tenant, event_id: int) -> AuditEvent:
     event = AuditEvent.objects.filter(tenant=tenant, pk=event_id).first()
     if event is None:

@@ -215,3 +215,54 @@ def api_key_authenticate(*, raw_key: str) -> ApiKey:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
     return key
+
+
+# --------------------------------------------------------------------------- logins
+
+
+def login_record(*, username: str, succeeded: bool, ip: str = "", user=None) -> int:
+    """Audit a console login attempt once per tenant the account works for (without tenant
+    when the username is unknown); return the events written. Never records the password."""
+    if user is None:
+        user = get_user_model().objects.filter(username=username).first()
+    tenants = (
+        [m.tenant for m in Membership.objects.filter(user=user).select_related("tenant")]
+        if user is not None
+        else []
+    )
+    actor = (
+        Actor.for_user(user)
+        if user is not None
+        else Actor(type=AuditEvent.ActorType.USER, label=username[:200])
+    )
+    action = "login.succeeded" if succeeded else "login.failed"
+    data = {"ip": ip[:64], "username": username[:150]}
+    with transaction.atomic():
+        for tenant in tenants or [None]:
+            audit_event_record(
+                tenant=tenant,
+                actor=actor,
+                action=action,
+                target_type="user",
+                target_id=user.pk if user is not None else "",
+                data=data,
+            )
+    return len(tenants) or 1
+
+
+@transaction.atomic
+def tenant_settings_record(*, tenant: Tenant, changed: dict, actor: Actor) -> None:
+    """Audit a change of tenant settings: the fields and their new values (settings, never
+    secrets: the widget secret is named, not shown)."""
+    values = {
+        field: ("(changed)" if field == "widget_secret" else str(value)[:200])
+        for field, value in changed.items()
+    }
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="tenant.settings_changed",
+        target_type="tenant",
+        target_id=tenant.pk,
+        data={"changes": values},
+    )

@@ -52,6 +52,10 @@ with warnings.catch_warnings():
     EMBEDDED_POSTGRES = not _database_url
     if EMBEDDED_POSTGRES:
         _database_url = devservices.postgres_start()
+        # `make run`'s web and worker processes (scripts/run.sh) connect as the embedded
+        # server's non-superuser runtime role; migrations, seeds and tests as the owner.
+        if env.str("SUPPORTBOT_DB_ROLE", default="owner") == "app":
+            _database_url = devservices.postgres_app_role_grant()
     _redis_url = env.str("REDIS_URL", default="")
     EMBEDDED_REDIS = not _redis_url
     if EMBEDDED_REDIS:
@@ -478,6 +482,25 @@ INFERENCE = {
 ACTIONS_ENCRYPTION_KEY = env.str("ACTIONS_ENCRYPTION_KEY", default="") or keys.derive_fernet_key(
     SECRET_KEY, "actions-credentials"
 )
+# Envelope encryption at rest (supportbot/encryption.py): per-tenant AES-256-GCM data keys
+# wrapped by a master key. `ENCRYPTION_MASTER_KEYS` is a keyring `id=base64,id=base64`: the
+# first entry wraps new keys, the others still unwrap (the rotation overlap, see
+# `manage.py rotate_keys`). Development generates one random key into var/master-keys.
+_master_keys = env.list("ENCRYPTION_MASTER_KEYS", default=[])
+if not _master_keys:
+    if not DEV_HTTP:
+        raise ImproperlyConfigured(
+            "ENCRYPTION_MASTER_KEYS is not set. Production needs at least one master key, e.g. "
+            '`python -c \'import base64,os; print("k1=" + '
+            "base64.urlsafe_b64encode(os.urandom(32)).decode())'`."
+        )
+    _master_keys = [keys.dev_master_keyring(VAR_DIR)]
+try:
+    ENCRYPTION_MASTER_KEYS = keys.parse_master_keyring(_master_keys)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"ENCRYPTION_MASTER_KEYS: {exc}") from exc
+# How long a process keeps using a tenant's active data key before it looks for a newer one.
+ENCRYPTION_ACTIVE_KEY_TTL_S = env.float("ENCRYPTION_ACTIVE_KEY_TTL_S", default=60.0)
 ACTIONS = {
     # Default provider timeout (a tenant's ProviderConfig.timeout_seconds overrides it).
     "PROVIDER_TIMEOUT_S": env.float("ACTIONS_PROVIDER_TIMEOUT_S", default=5.0),

@@ -13,6 +13,7 @@ from django.utils import timezone
 from actions import selectors
 from actions.models import SETTLED_STATES, ActionRequest
 from conversations import events
+from supportbot import encryption
 from supportbot.errors import NotFound
 from supportbot.services import Actor, audit_event_record
 
@@ -80,6 +81,7 @@ def transition(
     now = timezone.now()
     if to in SETTLED_STATES:
         fields.setdefault("completed_at", now)
+    fields = encryption.seal_fields(ActionRequest, tenant_id=action.tenant_id, fields=fields)
     with transaction.atomic():
         moved = ActionRequest.objects.filter(
             pk=action.pk, state=action.state, version=action.version

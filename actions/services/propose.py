@@ -34,6 +34,7 @@ from actions.services.ledger import (
     transition_or_reload,
 )
 from conversations.models import Conversation, Customer
+from supportbot import encryption
 from supportbot.errors import ApplicationError, NotFound
 from supportbot.services import Actor, audit_event_record
 
@@ -166,6 +167,7 @@ def action_propose(
                 customer=customer,
                 tool=spec.name,
                 arguments=normalized,
+                order_key=order_key_for(tenant_id=conversation.tenant_id, arguments=normalized),
                 dedupe_key=dedupe_key,
                 sequence=sequence,
                 retry_key=retry_key_for(
@@ -215,12 +217,20 @@ def parse_time(value: str | None) -> datetime | None:
         return None
 
 
+def order_key_for(*, tenant_id: int, arguments: dict[str, Any]) -> str:
+    """The keyed hash of the arguments' order id (empty when the tool names no order)."""
+    order_id = arguments.get("order_id")
+    if not order_id:
+        return ""
+    return encryption.blind_index(tenant_id=tenant_id, purpose="order", value=str(order_id))
+
+
 def in_flight_for_order(action: ActionRequest, order_read_at: datetime) -> Decimal:
     """Refund amounts of this order on their way (or settled after the order was read)."""
     rows = ActionRequest.objects.filter(
         tenant_id=action.tenant_id,
         tool="request_refund",
-        arguments__order_id=action.arguments["order_id"],
+        order_key=order_key_for(tenant_id=action.tenant_id, arguments=action.arguments),
     ).exclude(pk=action.pk)
     pending = rows.filter(
         Q(state__in=IN_FLIGHT) | Q(state=State.SUCCEEDED, completed_at__gte=order_read_at)

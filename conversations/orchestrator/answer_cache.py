@@ -1,25 +1,30 @@
 """The answer cache: tenant + knowledge version + audience + normalized question.
 
 Only answers that used no tool and hold no personal data are cached; the cache is a
-rebuildable copy (PostgreSQL is the truth) and a hit is re-checked against live chunks.
+rebuildable copy (PostgreSQL is the truth) and a hit is re-checked against live chunks. The
+key is a keyed hash (HMAC under a per-tenant key), the entry is sealed with the tenant's data
+key, and each entry is listed under the customer whose turn produced it so erasing the
+customer drops it (conversations/customer_data.py).
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
 
-from conversations import intents
+from conversations import customer_data, intents
 from conversations.models import Message
 from conversations.orchestrator.base import Draft
 from conversations.orchestrator.prompt import PROMPT_VERSION
 from knowledge import selectors as knowledge
+from supportbot import encryption
 
 CACHE_TTL_SECONDS = 24 * 3600
 CACHEABLE_KINDS = (Message.Kind.ANSWER, Message.Kind.EXTRACTIVE)
+CACHE_CONTEXT = "answer-cache"
 
 
 def cache_key(*, conversation, text: str, audience: knowledge.Audience) -> str | None:
@@ -36,13 +41,19 @@ def cache_key(*, conversation, text: str, audience: knowledge.Audience) -> str |
             PROMPT_VERSION,
         ]
     )
-    return "answer:" + hashlib.sha256(raw.encode()).hexdigest()
+    return "answer:" + encryption.blind_index(
+        tenant_id=conversation.tenant_id, purpose="answer-cache", value=raw
+    )
 
 
 def cached_draft(*, conversation, key: str) -> Draft | None:
     """The cached answer with its passages re-read (None when missing or a chunk is gone)."""
-    cached: dict[str, Any] | None = cache.get(key)
-    if not cached:
+    sealed: str | None = cache.get(key)
+    if not sealed or not encryption.is_sealed(sealed):
+        return None
+    try:
+        cached: dict[str, Any] = json.loads(encryption.unseal(sealed, context=CACHE_CONTEXT))
+    except (encryption.DecryptionError, ValueError):
         return None
     draft = Draft(cached["text"], cached["kind"], stats={"meta": {"cached": True}})
     draft.passages = knowledge.chunk_get_many(
@@ -54,16 +65,18 @@ def cached_draft(*, conversation, key: str) -> Draft | None:
     return draft
 
 
-def cache_put(*, key: str, draft: Draft) -> None:
+def cache_put(*, key: str, draft: Draft, conversation) -> None:
+    """Cache `draft` sealed with the tenant's key and listed under the conversation's customer."""
     if draft.kind not in CACHEABLE_KINDS:
         return
-    cache.set(
-        key,
-        {
-            "text": draft.text,
-            "kind": draft.kind,
-            "chunk_ids": [p.chunk_id for p in draft.passages],
-            "quotes": {str(k): v for k, v in draft.quotes.items()},
-        },
-        CACHE_TTL_SECONDS,
+    entry = {
+        "text": draft.text,
+        "kind": draft.kind,
+        "chunk_ids": [p.chunk_id for p in draft.passages],
+        "quotes": {str(k): v for k, v in draft.quotes.items()},
+    }
+    sealed = encryption.seal(
+        tenant_id=conversation.tenant_id, plaintext=json.dumps(entry), context=CACHE_CONTEXT
     )
+    cache.set(key, str(sealed), CACHE_TTL_SECONDS)
+    customer_data.answer_cache_remember(customer_id=conversation.customer_id, key=key)

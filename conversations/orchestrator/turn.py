@@ -368,5 +368,5 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
             )
         return outcome
     if key:
-        await db(answer_cache.cache_put)(key=key, draft=draft)
+        await db(answer_cache.cache_put)(key=key, draft=draft, conversation=conversation)
     return outcome

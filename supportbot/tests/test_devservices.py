@@ -1,5 +1,6 @@
 """Embedded services start twice without harm, and external URLs start nothing embedded."""
 
+import base64
 import json
 import os
 import secrets
@@ -84,6 +85,8 @@ def test_database_url_path_starts_nothing_embedded(service_tmp, monkeypatch):
             "REDIS_URL": urls["valkey"],
             # Servers run elsewhere are production: the secret key must be given.
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
+            "ENCRYPTION_MASTER_KEYS": "k1="
+            + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         }
         migrate = subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput"],

@@ -24,6 +24,7 @@ PRODUCTION = {
     "REDIS_URL": "redis://127.0.0.1:9/0",
     "DJANGO_ALLOWED_HOSTS": "support.example.com",
     "DJANGO_CSRF_TRUSTED_ORIGINS": "https://support.example.com",
+    "ENCRYPTION_MASTER_KEYS": "k1=" + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
 }
 
 
@@ -32,7 +33,14 @@ def run_django(tmp_path, args: list[str], **env: str) -> subprocess.CompletedPro
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("DJANGO_", "SECURE_", "SESSION_", "CSRF_", "METRICS_"))
-        and k not in ("DATABASE_URL", "REDIS_URL", "TRUSTED_PROXIES", "ACTIONS_ENCRYPTION_KEY")
+        and k
+        not in (
+            "DATABASE_URL",
+            "REDIS_URL",
+            "TRUSTED_PROXIES",
+            "ACTIONS_ENCRYPTION_KEY",
+            "ENCRYPTION_MASTER_KEYS",
+        )
     }
     return subprocess.run(  # noqa: S603 - our own interpreter and manage.py
         [sys.executable, *args],
@@ -100,6 +108,41 @@ def test_production_settings_default_to_https_only_cookies_and_redirects(tmp_pat
     assert values["X_FRAME_OPTIONS"] == "DENY"
     assert values["TRUSTED_PROXIES"] == ["10.0.0.0/8", "192.168.1.7/32"]
     assert values["ACTIONS_ENCRYPTION_KEY"] == keys.derive_fernet_key(secret, "actions-credentials")
+
+
+def test_settings_refuse_to_load_without_a_master_key_in_production(tmp_path):
+    env = {k: v for k, v in PRODUCTION.items() if k != "ENCRYPTION_MASTER_KEYS"}
+    r = run_django(
+        tmp_path, ["manage.py", "check"], **env, DJANGO_SECRET_KEY=secrets.token_urlsafe(64)
+    )
+    assert r.returncode != 0, r.stdout
+    assert "ImproperlyConfigured: ENCRYPTION_MASTER_KEYS is not set" in r.stderr
+    assert not (tmp_path / "var" / keys.MASTER_KEY_FILE_NAME).exists()
+
+
+@pytest.mark.parametrize(
+    "keyring",
+    ["k1", "k1=short", "k1=@@@@", "k 1=" + "A" * 43, f"k1={'A' * 43},k1={'B' * 43}"],
+)
+def test_a_malformed_master_keyring_stops_the_start(tmp_path, keyring):
+    r = run_django(
+        tmp_path,
+        ["manage.py", "check"],
+        **{**PRODUCTION, "ENCRYPTION_MASTER_KEYS": keyring},
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(64),
+    )
+    assert r.returncode != 0
+    assert "ImproperlyConfigured: ENCRYPTION_MASTER_KEYS:" in r.stderr
+
+
+def test_dev_master_keyring_is_random_private_and_kept(tmp_path):
+    first = keys.dev_master_keyring(tmp_path / "a")
+    path = tmp_path / "a" / keys.MASTER_KEY_FILE_NAME
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    ring = keys.parse_master_keyring([first])
+    assert [len(k) for k in ring.values()] == [32]
+    assert keys.dev_master_keyring(tmp_path / "a") == first
+    assert keys.dev_master_keyring(tmp_path / "b") != first
 
 
 def test_a_bad_trusted_proxy_entry_stops_the_start(tmp_path):

@@ -1,0 +1,209 @@
+"""Console pages for tenant admins: the audit trail (filterable, CSV) and a customer's data
+(export for an access request, erasure). Agents and staff without an admin membership get 403.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime, time, timedelta
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpResponse, HttpResponseForbidden, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from conversations import customer_data
+from handoffs.views import _console_tenant
+from supportbot import selectors
+from supportbot.errors import NotFound
+from supportbot.models import Membership
+from supportbot.services import Actor
+
+PAGE_SIZE = 100
+# A spreadsheet runs a cell that starts with one of these as a formula: quote it.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _admin_tenant(request):
+    """(tenant, membership) of an admin of the console's tenant, else (None, None)."""
+    tenant, membership = _console_tenant(request)
+    if tenant is None or membership is None or membership.role != Membership.Role.ADMIN:
+        return None, None
+    return tenant, membership
+
+
+class AuditFilterForm(forms.Form):
+    action = forms.CharField(max_length=100, required=False, help_text="e.g. handoff. or login")
+    actor = forms.CharField(max_length=200, required=False)
+    target_type = forms.CharField(max_length=50, required=False)
+    since = forms.DateField(required=False, help_text="YYYY-MM-DD")
+    until = forms.DateField(required=False, help_text="YYYY-MM-DD (inclusive)")
+
+
+def _filtered_events(request, tenant):
+    form = AuditFilterForm(request.GET or None)
+    filters = {}
+    if form.is_valid():
+        data = form.cleaned_data
+        tz = timezone.get_current_timezone()
+        filters = {
+            "action": data["action"].strip(),
+            "actor": data["actor"].strip(),
+            "target_type": data["target_type"].strip(),
+            "since": datetime.combine(data["since"], time.min, tz) if data["since"] else None,
+            "until": (
+                datetime.combine(data["until"] + timedelta(days=1), time.min, tz)
+                if data["until"]
+                else None
+            ),
+        }
+    return form, selectors.audit_event_filter(tenant=tenant, **filters)
+
+
+@login_required
+def audit_log(request):
+    tenant, membership = _admin_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("Only admins of the tenant see the audit trail.")
+    form, events = _filtered_events(request, tenant)
+    page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "handoffs/audit.html",
+        {
+            "tenant": tenant,
+            "membership": membership,
+            "form": form,
+            "page": page,
+            "query": query.urlencode(),
+        },
+    )
+
+
+def _cell(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@login_required
+def audit_log_csv(request):
+    tenant, membership = _admin_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("Only admins of the tenant export the audit trail.")
+    _, events = _filtered_events(request, tenant)
+    writer = csv.writer(_Echo())
+    header = ["created_at", "actor_type", "actor", "action", "target_type", "target_id", "data"]
+
+    def rows():
+        yield writer.writerow(header)
+        for e in events.iterator(chunk_size=500):
+            yield writer.writerow(
+                [
+                    e.created_at.isoformat(),
+                    e.actor_type,
+                    _cell(e.actor_label),
+                    _cell(e.action),
+                    _cell(e.target_type),
+                    _cell(e.target_id),
+                    _cell(e.data),
+                ]
+            )
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="audit-{tenant.slug}-{stamp}.csv"'
+    return response
+
+
+class CustomerForm(forms.Form):
+    external_id = forms.CharField(max_length=200)
+
+
+class EraseForm(CustomerForm):
+    confirm = forms.CharField(max_length=200, help_text="Type the external id again.")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("external_id") and data.get("confirm") != data.get("external_id"):
+            raise forms.ValidationError("Type the same external id twice to erase.")
+        return data
+
+
+@login_required
+def customers(request):
+    tenant, membership = _admin_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("Only admins of the tenant export or erase customer data.")
+    return render(
+        request,
+        "handoffs/customers.html",
+        {
+            "tenant": tenant,
+            "membership": membership,
+            "export_form": CustomerForm(),
+            "erase_form": EraseForm(),
+        },
+    )
+
+
+@login_required
+def customer_export(request):
+    tenant, membership = _admin_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("Only admins of the tenant export customer data.")
+    form = CustomerForm(request.GET)
+    if not form.is_valid():
+        messages.error(request, "Name the customer's external id.")
+        return redirect("console-customers")
+    external_id = form.cleaned_data["external_id"]
+    try:
+        data = customer_data.customer_export(
+            tenant=tenant, external_id=external_id, actor=Actor.for_user(request.user)
+        )
+    except NotFound:
+        messages.error(request, "This tenant has no customer with that external id.")
+        return redirect("console-customers")
+    response = HttpResponse(
+        json.dumps(data, indent=2, ensure_ascii=False), content_type="application/json"
+    )
+    response["Content-Disposition"] = 'attachment; filename="customer-export.json"'
+    return response
+
+
+@login_required
+@require_POST
+def customer_erase(request):
+    tenant, membership = _admin_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("Only admins of the tenant erase customer data.")
+    form = EraseForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("__all__", ["Name the customer."])))
+        return redirect("console-customers")
+    try:
+        result = customer_data.customer_erase(
+            tenant=tenant,
+            external_id=form.cleaned_data["external_id"],
+            actor=Actor.for_user(request.user),
+        )
+    except NotFound:
+        messages.error(request, "This tenant has no customer with that external id.")
+        return redirect("console-customers")
+    if result["already_erased"]:
+        messages.info(request, "This customer was erased before; nothing left to erase.")
+    else:
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(result["erased"].items()) if n)
+        messages.success(request, f"Erased: {counts}.")
+    return redirect("console-customers")
