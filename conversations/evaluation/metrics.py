@@ -57,6 +57,7 @@ def summarize(results: list[CaseResult]) -> dict:
         "in_scope_hedged": sum(1 for r in in_scope if r.correct and r.kind == Message.Kind.CLARIFY),
         "follow_up_key_fact": rate(follow_ups, lambda r: r.key_fact is True),
         "follow_up_source": rate(follow_ups, lambda r: r.right_source),
+        "follow_up_alone_key_fact": rate(follow_ups, lambda r: r.alone_key_fact is True),
         "out_of_scope_declined": rate(declines, lambda r: r.correct),
         "tricky_correct": rate(tricky, lambda r: r.correct),
         "unsupported_delivered": sum(len(r.unsupported) for r in results),

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
+from django.db import connections
 
 from conversations import orchestrator, services
 from conversations.evaluation.cases import Case
@@ -42,6 +43,8 @@ class CaseResult:
     right_source: bool = False
     key_fact: bool | None = None  # None: the case has no key facts
     earlier: list[str] = field(default_factory=list)  # replies to the earlier turns
+    conversation_id: int | None = None
+    alone_key_fact: bool | None = None  # follow-ups: the last turn asked in a fresh conversation
 
     def as_dict(self) -> dict:
         """A JSON-ready record of the case and what the customer got."""
@@ -62,6 +65,8 @@ class CaseResult:
             "reason": self.reason,
             "earlier": self.earlier,
             "ttft_ms": self.ttft_ms,
+            "conversation_id": self.conversation_id,
+            "alone_key_fact": self.alone_key_fact,
         }
 
 
@@ -117,11 +122,25 @@ async def _ask(conversation: Conversation, text: str) -> Message | None:
     return outcome.reply
 
 
-async def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
-    """Ask a case's turns in a fresh conversation through the real orchestrator."""
-    conversation = await sync_to_async(services.conversation_start)(
+async def _conversation(tenant: Tenant, customer) -> Conversation:
+    return await sync_to_async(services.conversation_start)(
         tenant=tenant, customer=customer, channel=Conversation.Channel.API
     )
+
+
+async def _close(conversation: Conversation) -> None:
+    await sync_to_async(Conversation.objects.filter(pk=conversation.pk).update)(
+        state=Conversation.State.CLOSED
+    )
+
+
+async def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
+    """Ask a case's turns in a fresh conversation through the real orchestrator.
+
+    A follow-up's last turn is also asked alone in another fresh conversation (the control: a
+    follow-up that is answered without its context does not test the context).
+    """
+    conversation = await _conversation(tenant, customer)
     unsupported: list[str] = []
     earlier: list[str] = []
     reply = None
@@ -131,12 +150,21 @@ async def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
             break
         unsupported += await sync_to_async(unsupported_sentences)(reply, tenant)
         earlier.append(reply.text)
-    await sync_to_async(Conversation.objects.filter(pk=conversation.pk).update)(
-        state=Conversation.State.CLOSED
-    )
+    await _close(conversation)
     if reply is None:
-        return CaseResult(case, "none", "", [], False, unsupported, None, None, "no reply")
+        return CaseResult(
+            case, "none", "", [], False, unsupported, None, None, "no reply",
+            conversation_id=conversation.pk,
+        )  # fmt: skip
     correct, right_source, key_fact, reason = _score(case, reply)
+    alone_key_fact = None
+    if case.follow_up:
+        alone = await _conversation(tenant, customer)
+        alone_reply = await _ask(alone, case.question)
+        await _close(alone)
+        if alone_reply is not None:
+            unsupported += await sync_to_async(unsupported_sentences)(alone_reply, tenant)
+            alone_key_fact = _score(case, alone_reply)[2]
     return CaseResult(
         case=case,
         kind=reply.kind,
@@ -150,6 +178,8 @@ async def run_case(*, tenant: Tenant, case: Case, customer) -> CaseResult:
         right_source=right_source,
         key_fact=key_fact,
         earlier=earlier[:-1],
+        conversation_id=conversation.pk,
+        alone_key_fact=alone_key_fact,
     )
 
 
@@ -164,4 +194,6 @@ async def run_all(*, tenant: Tenant, cases: list[Case], customer) -> tuple[list[
     finally:
         await pool.flush()
         await pool.stop()
+        # The poller's ORM calls ran in asgiref's executor thread: close its connection there.
+        await sync_to_async(connections.close_all)()
     return results, mode

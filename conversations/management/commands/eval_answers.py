@@ -40,6 +40,10 @@ def summary_rows(summary: dict, elapsed: float) -> list[tuple[str, str]]:
         ("  of which hedged (weak evidence, asks back)", str(summary["in_scope_hedged"])),
         ("follow-ups answered (key fact, 2nd turn)", _frac(summary["follow_up_key_fact"])),
         ("follow-ups: right source (2nd turn)", _frac(summary["follow_up_source"])),
+        (
+            "  control: 2nd turn asked alone, key fact",
+            _frac(summary["follow_up_alone_key_fact"]),
+        ),
         ("out-of-scope refused or handed off", _frac(summary["out_of_scope_declined"])),
         ("tricky (numbers, dates, exceptions) correct", _frac(summary["tricky_correct"])),
         ("unsupported claims delivered", str(summary["unsupported_delivered"])),
