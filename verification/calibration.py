@@ -3,7 +3,8 @@
 A calibration file is JSONL, one object per line with `passage`, `faithful` and `unfaithful`
 (required) and `kind` (what the unfaithful one changed: number, negation, condition, name,
 scope), `split` ("dev" to tune on, "held-out" to report) and `id`, `source` (optional).
-A paraphrase is accepted when every one of its sentences is supported by the passage.
+A paraphrase is accepted when every one of its sentences is supported by the passage. As a
+control, each passage is also checked against the faithful paraphrase of another passage.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Outcome:
     triple: Triple
     faithful_accepted: bool
     unfaithful_accepted: bool
+    unrelated_accepted: bool = False  # another passage's faithful paraphrase (a control)
     faithful_reasons: list[str] = field(default_factory=list)
     unfaithful_reasons: list[str] = field(default_factory=list)
 
@@ -96,17 +98,28 @@ def _accepted(verifier: PassageVerifier, text: str) -> tuple[bool, list[str], in
     return bool(checks) and all(c.supported for c in checks), reasons, len(sentences)
 
 
+def _other(triples: list[Triple], n: int) -> Triple | None:
+    """A triple about another passage, half the file away (the unrelated control)."""
+    for step in range(len(triples) // 2, len(triples)):
+        other = triples[(n + step) % len(triples)]
+        if other.passage != triples[n].passage:
+            return other
+    return None
+
+
 def calibrate(
     triples: list[Triple], *, embed: Callable[[list[str]], list[list[float]]] = embed_texts
 ) -> Report:
     """Check every faithful and unfaithful paraphrase against its own passage."""
     outcomes, sentences, seconds = [], 0, 0.0
-    for triple in triples:
+    for n, triple in enumerate(triples):
         verifier = PassageVerifier([triple.passage], embed=embed)
         started = time.perf_counter()
         ok_f, reasons_f, n_f = _accepted(verifier, triple.faithful)
         ok_u, reasons_u, n_u = _accepted(verifier, triple.unfaithful)
         seconds += time.perf_counter() - started
         sentences += n_f + n_u
-        outcomes.append(Outcome(triple, ok_f, ok_u, reasons_f, reasons_u))
+        other = _other(triples, n)
+        ok_x = _accepted(verifier, other.faithful)[0] if other is not None else False
+        outcomes.append(Outcome(triple, ok_f, ok_u, ok_x, reasons_f, reasons_u))
     return Report(outcomes=outcomes, sentences=sentences, check_seconds=seconds)

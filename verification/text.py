@@ -58,11 +58,15 @@ POLICY_TERMS = (
     "no questions asked",
     "unopened",
     "opened",
-    "used",
+    "used items",
     "damaged",
     "defective",
 )
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])|\n+")
+# A full stop ends a sentence unless it ends a common abbreviation ("e.g. 3.5.3").
+_SENTENCE_RE = re.compile(
+    r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)(?<!\bcf\.)(?<!\bno\.)"
+    r"\s+(?=[A-Z0-9\"“(])|\n+"
+)
 _CITE_RE = re.compile(r"\s*\[(\d{1,2})\]")
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
@@ -90,6 +94,11 @@ def _words(text: str) -> list[str]:
     return _WORD_RE.findall(text.lower().replace("’", "'"))
 
 
+def words(text: str) -> list[str]:
+    """Lowercased word tokens (apostrophes kept: "can't")."""
+    return _words(text)
+
+
 def content_words(text: str) -> set[str]:
     return {_stem(w) for w in _words(text) if w not in STOPWORDS and w not in NEGATIONS}
 
@@ -108,9 +117,18 @@ def numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER_RE.findall(text)}
 
 
+def _term_pattern(term: str) -> re.Pattern:
+    """A policy term, allowing one word inside a two-word term ("prepaid return label")."""
+    parts = [re.escape(p) for p in term.split()]
+    return re.compile(r"\b" + r"(?:\s+\w+)?\s+".join(parts) + r"\b")
+
+
+_TERM_PATTERNS = {t: _term_pattern(t) for t in POLICY_TERMS}
+
+
 def policy_terms(text: str) -> set[str]:
-    low = text.lower()
-    return {t for t in POLICY_TERMS if re.search(rf"\b{re.escape(t)}\b", low)}
+    low = text.lower().replace("’", "'")
+    return {t for t, pattern in _TERM_PATTERNS.items() if pattern.search(low)}
 
 
 def has_negation(text: str) -> bool:
