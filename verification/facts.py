@@ -118,9 +118,41 @@ def clauses(text: str) -> list[str]:
     return [c for c in (p.strip(" ,.") for p in _CLAUSE_RE.split(text)) if c]
 
 
-def negations(text: str) -> int:
-    tokens = words(text)
-    return sum(1 for w in tokens if w in NEGATION_CUES or w.endswith("n't"))
+# Phrases with a negation word that state no negation: a bound ("no more than"), a price
+# ("no charge" = free); hyphenated compounds count once, as negative when they open with non-,
+# not- or un- ("non-profit", "not-for-profit" vs "for-profit").
+_NOT_NEGATIONS = re.compile(
+    r"\bno (?:more|later|less|fewer|earlier) than\b|\b(?:at )?no (?:extra )?(?:charge|cost)\b"
+    r"|\b(?:pay|pays|costs?) nothing\b|\bnothing to pay\b"
+)
+_COMPOUND = re.compile(r"\b[a-z]+(?:-[a-z]+)+\b")
+
+
+def _compounds_marked(text: str) -> str:
+    def mark(match: re.Match) -> str:
+        negative = re.match(r"(?:non|not|un)-", match.group(0))
+        return " not " if negative else " "
+
+    return _COMPOUND.sub(mark, text)
+
+
+def _prefix_negations(text: str, other: str) -> str:
+    """ "unsafe" -> "not safe" when the other text says "safe" (likewise im-, in-, non)."""
+    other_words = set(words(other))
+
+    def expand(match: re.Match) -> str:
+        return f"not {match.group(2)}" if match.group(2) in other_words else match.group(0)
+
+    return re.sub(r"\b(un|im|in|non)([a-z]{4,})\b", expand, text)
+
+
+def negations(text: str, other: str = "") -> int:
+    """Negations in the text (other: the text it is compared with, for un-/im- words)."""
+    low = text.lower().replace("’", "'")
+    low = _compounds_marked(_NOT_NEGATIONS.sub(" ", low))
+    if other:
+        low = _prefix_negations(low, other.lower())
+    return sum(1 for w in words(low) if w in NEGATION_CUES or w.endswith("n't"))
 
 
 def _aligned_clause(claim_clause: str, support_clauses: list[str]) -> str | None:
@@ -152,18 +184,18 @@ def negation_reasons(claim: str, support: str) -> list[str]:
     return [
         f"negation differs: {part!r} vs {aligned!r}"
         for part, aligned in _alignment(claim, support)
-        if negations(part) != negations(aligned)
+        if negations(part, aligned) != negations(aligned, part)
     ]
 
 
 # --------------------------------------------------------------------------- scope
 
-_UNIVERSAL = _set("all every always any anywhere everywhere whole entire")
+_UNIVERSAL = _set("all every always anywhere everywhere whole entire")
 _GROUPS = {
     "most": _set("most majority mostly"),
     "some": _set("some certain several sometimes"),
     "usually": _set("usually typically generally normally"),
-    "only": _set("only just solely exclusively alone"),
+    "only": _set("only solely exclusively exactly"),
     "may": _set("may might possibly perhaps"),
 }
 _PHRASES = {
@@ -174,13 +206,22 @@ _PHRASES = {
     "most common": "usually",
     "most often": "usually",
 }
+_JUST_A_NUMBER = re.compile(
+    r"\bjust (?=(?:\d|one|two|three|four|five|six|seven|eight|nine|ten|a single)\b)"
+)
 _SUPERLATIVE = re.compile(r"\b(?:the|a) most \w+")
+
+
+_LIMITS = frozenset({"only", "most", "may", "usually"})  # dropping one widens the claim
 
 
 def _scope_words(text: str) -> tuple[set[str], bool]:
     low = " ".join(words(text))
     groups = {g for phrase, g in _PHRASES.items() if f" {phrase} " in f" {low} "}
-    tokens = set(_SUPERLATIVE.sub(" ", low).split())  # "the most common" is no quantifier
+    low = _SUPERLATIVE.sub(" ", low)  # "the most common" is no quantifier
+    low = re.sub(r"\bat all\b", " ", low)  # "not at all" is emphasis, not "all"
+    low = _JUST_A_NUMBER.sub(" only ", low)  # "just one" = "only one"; "just over" is not
+    tokens = set(low.split())
     groups |= {g for g, members in _GROUPS.items() if tokens & members}
     return groups, bool(tokens & _UNIVERSAL)
 
@@ -194,7 +235,7 @@ def scope_reasons(claim: str, support: str) -> list[str]:
     if claim_universal and not support_universal:
         reasons.append("claims all/every/always where the passage does not")
     for part, aligned in _alignment(claim, support):
-        dropped = (_scope_words(aligned)[0] - _scope_words(part)[0]) & {"only", "most", "may"}
+        dropped = (_scope_words(aligned)[0] - _scope_words(part)[0]) & _LIMITS
         if dropped:
             reasons.append(f"drops a scope limit: {sorted(dropped)}")
     return reasons
@@ -204,6 +245,8 @@ def scope_reasons(claim: str, support: str) -> list[str]:
 
 _OPPOSITES = [
     ("before", "after"), ("first", "last"), ("over", "under"), ("above", "below"),
+    ("over", "below"), ("above", "under"), ("more than", "less than"), ("at least", "at most"),
+    ("minimum", "up to"),
     ("more", "less"), ("more", "fewer"), ("earlier", "later"), ("early", "late"),
     ("increase", "decrease"), ("inside", "outside"), ("leading", "trailing"),
     ("big", "little"), ("minimum", "maximum"), ("least", "most"), ("open", "closed"),
@@ -211,17 +254,24 @@ _OPPOSITES = [
     ("lowercase", "uppercase"), ("upper", "lower"), ("higher", "lower"), ("start", "end"),
     ("allowed", "forbidden"), ("required", "optional"), ("mandatory", "optional"),
     ("free", "paid"), ("free", "fee"), ("include", "exclude"), ("included", "excluded"),
-    ("accepted", "rejected"), ("approved", "declined"), ("safe", "unsafe"),
-    ("mutable", "immutable"), ("unopened", "opened"), ("in place", "copy"), ("must", "may"),
+    ("accepted", "rejected"), ("approved", "declined"),
+    ("unopened", "opened"), ("in place", "copy"), ("must", "may"),
     ("must", "optionally"),
 ]  # fmt: skip
 _CONDITION_CUES = ("if", "unless", "when", "whenever", "once", "as long as", "provided", "only if")
-_EXCEPTION_CUES = ("unless", "except", "other than", "even if", "even after", "even when",
-                   "whether or not", "regardless")  # fmt: skip
+_CUE_GROUPS = {
+    "an exception": ("unless", "except", "other than", "apart from", "besides"),
+    "a concession": ("even if", "even after", "even when", "even though", "whether or not",
+                     "regardless"),
+}  # fmt: skip
+
+
+def _count(text: str, phrase: str) -> int:
+    return len(re.findall(rf"(?<!\w){re.escape(phrase)}(?!\w)", text))
 
 
 def _has(text: str, phrase: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+    return _count(text, phrase) > 0
 
 
 def condition_reasons(claim: str, support: str) -> list[str]:
@@ -230,11 +280,12 @@ def condition_reasons(claim: str, support: str) -> list[str]:
     reasons = []
     for a, b in _OPPOSITES:
         for mine, theirs in ((a, b), (b, a)):
-            if _has(c, mine) and not _has(s, mine) and _has(s, theirs):
+            # "after discounts and after tax" against "after discounts and before tax"
+            if _count(c, mine) > _count(s, mine) and _count(c, theirs) < _count(s, theirs):
                 reasons.append(f"says {mine!r} where the passage says {theirs!r}")
-    for cue in _EXCEPTION_CUES:
-        if _has(c, cue) and not _has(s, cue):
-            reasons.append(f"adds an exception the passage lacks: {cue!r}")
+    for name, cues in _CUE_GROUPS.items():
+        if any(_has(c, cue) for cue in cues) and not any(_has(s, cue) for cue in cues):
+            reasons.append(f"adds {name} the passage lacks")
     return reasons
 
 

@@ -19,9 +19,9 @@ OPENED = "Opened items can be returned within 30 days for store credit only."
 def test_the_committed_calibration_set_has_both_splits_and_every_change_kind():
     triples = triples_load(DATA)
     assert len(triples) >= 100
-    assert {t.split for t in triples} == {"dev", "held-out"}
+    assert {t.split for t in triples} == {"dev", "held-out-1", "held-out-2"}
     assert {t.kind for t in triples} == KINDS
-    for split in ("dev", "held-out"):
+    for split in ("dev", "held-out-1", "held-out-2"):
         assert {t.kind for t in triples if t.split == split} == KINDS
     assert {t.source.split(":")[0] for t in triples} == {"demo", "python-faq"}
     assert all(t.faithful != t.unfaithful for t in triples)
