@@ -26,7 +26,8 @@ from verification import quote_is_verbatim, verify_answer
 
 ANSWER_KINDS = (Message.Kind.ANSWER, Message.Kind.EXTRACTIVE)
 DECLINE_KINDS = (Message.Kind.REFUSAL, Message.Kind.CLARIFY, Message.Kind.HANDOFF)
-_QUOTE_RE = re.compile(r"“(.+?)”", re.S)
+# A quote as the extractive path writes it: “…” [n] (an inner ” of the source does not end it).
+_QUOTE_RE = re.compile(r"“(.+?)”\s*\[(\d{1,2})\]", re.S)
 
 
 @dataclass
@@ -77,12 +78,16 @@ def unsupported_sentences(reply: Message, tenant: Tenant) -> list[str]:
     chunk_ids = [c["chunk_id"] for c in reply.citations]
     passages = {p.chunk_id: p for p in knowledge.chunk_get_many(tenant=tenant, chunk_ids=chunk_ids)}
     by_index = {c["index"]: passages.get(c["chunk_id"]) for c in reply.citations}
-    if reply.kind in (Message.Kind.EXTRACTIVE, Message.Kind.CLARIFY):
+    quotes = _QUOTE_RE.findall(reply.text)
+    if reply.kind in (Message.Kind.EXTRACTIVE, Message.Kind.CLARIFY) and quotes:
         problems = []
-        for n, quote in enumerate(_QUOTE_RE.findall(reply.text), start=1):
-            passage = by_index.get(n)
+        for quote, n in quotes:
+            passage = by_index.get(int(n))
             problems += quote_is_verbatim(quote, passage.text) if passage else [quote]
         return problems
+    if reply.kind == Message.Kind.CLARIFY:
+        return []  # asks back without quoting
+    # Generated text, or quotes in another format: every sentence must be supported.
     texts = [by_index[i].text if by_index.get(i) else "" for i in sorted(by_index)]
     result = verify_answer(reply.text, texts)
     return [c.sentence for c in result.unsupported]

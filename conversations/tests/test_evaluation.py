@@ -150,6 +150,16 @@ def test_summary_reports_in_scope_follow_ups_and_declines_separately():
     assert summary["unsupported_delivered"] == 1
 
 
+def test_a_quote_holding_the_sources_own_quotation_marks_is_read_whole():
+    from conversations.evaluation.runner import _QUOTE_RE
+
+    text = "Here: “Versions are numbered “A.B.C” or “A.B”.” [2] and “Next one.” [1]"
+    assert _QUOTE_RE.findall(text) == [
+        ("Versions are numbered “A.B.C” or “A.B”.", "2"),
+        ("Next one.", "1"),
+    ]
+
+
 # --------------------------------------------------------------------------- bad files
 
 

@@ -76,6 +76,10 @@ class Command(BaseCommand):
         row("triples", lambda rows: str(len(rows)))
         row("faithful accepted", lambda rows: _pct(report.rate(rows, "faithful")))
         row("changed fact accepted (all kinds)", lambda rows: _pct(report.rate(rows, "unfaithful")))
+        row(
+            "another passage's faithful accepted (control)",
+            lambda rows: _pct((sum(o.unrelated_accepted for o in rows), len(rows))),
+        )
         for kind in report.by("kind"):
             row(
                 f"  changed {kind} accepted",
@@ -85,5 +89,6 @@ class Command(BaseCommand):
             )
         self.stdout.write(
             f"\nCheck cost: {report.ms_per_sentence:.1f} ms per sentence "
-            f"({report.sentences} sentences; passage embedding excluded)"
+            f"({report.sentences} sentences; sentence embedding included, passage embedding "
+            "excluded)"
         )
