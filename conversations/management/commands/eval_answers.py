@@ -1,116 +1,151 @@
-"""Run a labelled question set through the real orchestrator and print the score table."""
+"""Run labelled question sets through the real orchestrator and print their figures side by side.
+
+`manage.py eval_answers` runs every registered set (the demo help center and the held-out Python
+FAQ); `--corpus NAME` picks sets by name; positional FILE arguments run other eval files.
+"""
 
 import asyncio
 import json
 import time
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
 from conversations import evaluation, services
-from knowledge.models import Document
-from knowledge.services import document_index
-from supportbot.models import Tenant
+from supportbot.errors import ApplicationError
+
+CORPORA = {
+    "demo": Path(settings.BASE_DIR) / "demo" / "helpcenter" / "eval_answers.json",
+    "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
+}
 
 
-def load_cases(path: Path) -> tuple[str, list[evaluation.Case]]:
-    data = json.loads(path.read_text())
-    cases = []
-    source = data.get("in_scope_from")
-    if source:
-        retrieval = json.loads((path.parent / source).read_text())
-        cases += [
-            evaluation.Case(
-                question=q["q"], expect="answer", document=q["document"], heading=q.get("heading")
-            )
-            for q in retrieval["questions"]
-        ]
-    for raw in data.get("cases", []):
-        cases.append(
-            evaluation.Case(
-                question=raw["q"],
-                expect=raw["expect"],
-                document=raw.get("document"),
-                must_contain=raw.get("must_contain", []),
-                must_not_contain=raw.get("must_not_contain", []),
-                category=raw.get("category", "in_scope" if raw["expect"] == "answer" else "out"),
-            )
-        )
-    return data["tenant"], cases
+def _frac(pair: tuple[int, int]) -> str:
+    ok, n = pair
+    return f"{ok}/{n} ({ok / n:.0%})" if n else "-"
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.0f} ms" if value is not None else "-"
+
+
+def summary_rows(summary: dict, elapsed: float) -> list[tuple[str, str]]:
+    """The table rows of one set's summary, in report order."""
+    return [
+        ("in-scope: right source cited", _frac(summary["in_scope_source"])),
+        ("in-scope: key fact in the reply text", _frac(summary["in_scope_key_fact"])),
+        ("in-scope: correct (source + must-contain)", _frac(summary["in_scope_correct"])),
+        ("  of which hedged (weak evidence, asks back)", str(summary["in_scope_hedged"])),
+        ("follow-ups answered (key fact, 2nd turn)", _frac(summary["follow_up_key_fact"])),
+        ("follow-ups: right source (2nd turn)", _frac(summary["follow_up_source"])),
+        (
+            "  control: 2nd turn asked alone, key fact",
+            _frac(summary["follow_up_alone_key_fact"]),
+        ),
+        ("out-of-scope refused or handed off", _frac(summary["out_of_scope_declined"])),
+        ("tricky (numbers, dates, exceptions) correct", _frac(summary["tricky_correct"])),
+        ("unsupported claims delivered", str(summary["unsupported_delivered"])),
+        (
+            "TTFT p50 / p95 (answers)",
+            f"{_ms(summary['ttft_p50_ms'])} / {_ms(summary['ttft_p95_ms'])}",
+        ),
+        ("reply kinds", ", ".join(f"{k}={v}" for k, v in sorted(summary["kinds"].items()))),
+        ("wall time", f"{elapsed:.1f} s"),
+    ]
 
 
 class Command(BaseCommand):
-    help = "Evaluate answers: correct sources, declines, unsupported claims, TTFT."
+    help = (
+        "Evaluate answers per corpus: right source, key fact in the reply, follow-ups, "
+        "refusals, unsupported claims, TTFT."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("file")
-        parser.add_argument("--limit", type=int, default=0)
+        parser.add_argument("files", nargs="*", help="eval files (default: the --corpus sets)")
+        parser.add_argument(
+            "--corpus",
+            action="append",
+            choices=sorted(CORPORA),
+            help="a registered set to run (repeatable; default: all of them)",
+        )
+        parser.add_argument("--limit", type=int, default=0, help="first N cases of each set")
         parser.add_argument("--show", action="store_true", help="print every wrong case")
+        parser.add_argument("--json", dest="json_out", help="write every case's result here")
         parser.add_argument(
             "--use-cache",
             action="store_true",
             help="let cached answers serve (default: measure the whole pipeline every time)",
         )
 
-    def handle(self, *args, file: str, limit: int, show: bool, use_cache: bool, **options):
-        path = Path(file)
-        if not path.exists():
-            raise CommandError(f"No such file: {file}")
-        slug, cases = load_cases(path)
-        tenant = Tenant.objects.filter(slug=slug).first()
-        if tenant is None:
-            raise CommandError(f"No tenant {slug!r}; run `manage.py seed_demo` first.")
-        for document in Document.objects.filter(tenant=tenant).exclude(status="ready"):
-            document_index(document_id=document.pk, version=document.version)
-        if limit:
-            cases = cases[:limit]
-        # A verified Summit Club member: the set has members' questions about member-only
-        # documents (a non-member correctly never sees those).
+    def handle(self, *args, files, corpus, limit, show, json_out, use_cache, **options):
+        paths = [(Path(f).parent.name, Path(f)) for f in files]
+        if corpus or not files:
+            paths += [(name, CORPORA[name]) for name in (corpus or sorted(CORPORA))]
+        sets = []
+        for name, path in paths:
+            if not path.exists():
+                raise CommandError(f"No such file: {path}")
+            try:
+                sets.append(evaluation.eval_set_load(path, name=name))
+            except ApplicationError as exc:
+                raise CommandError(exc.detail) from exc
+        columns, records = [], {}
+        for eval_set in sets:
+            rows, results = self._run_set(eval_set, limit=limit, use_cache=use_cache)
+            columns.append((eval_set.name, rows))
+            records[eval_set.name] = [r.as_dict() for r in results]
+            if show:
+                self._show(results)
+        self.stdout.write("")
+        header = "| metric | " + " | ".join(name for name, _ in columns) + " |"
+        self.stdout.write(header)
+        self.stdout.write("|---" * (len(columns) + 1) + "|")
+        for i, (metric, _) in enumerate(columns[0][1]):
+            values = " | ".join(rows[i][1] for _, rows in columns)
+            self.stdout.write(f"| {metric} | {values} |")
+        if json_out:
+            Path(json_out).write_text(json.dumps(records, indent=1, ensure_ascii=False))
+            self.stdout.write(f"Results written to {json_out}")
+
+    def _run_set(self, eval_set, *, limit: int, use_cache: bool):
+        try:
+            load = evaluation.corpus_tenant_load(
+                slug=eval_set.tenant_slug, manifest_path=eval_set.corpus
+            )
+        except ApplicationError as exc:
+            raise CommandError(exc.detail) from exc
+        if load.failed:
+            raise CommandError(f"{eval_set.name}: documents failed to index: {load.failed}")
+        cases = eval_set.cases[:limit] if limit else eval_set.cases
+        # Members' questions about member-only documents need a member (a non-member correctly
+        # never sees those): the evaluation customer holds every segment the set names.
         customer = services.customer_get_or_create_verified(
-            tenant=tenant, external_id="eval-runner", name="Evaluation"
+            tenant=load.tenant, external_id="eval-runner", name="Evaluation"
         )
-        customer.segments = ["summit-club"]
+        customer.segments = sorted({s for c in cases for s in c.segments})
         customer.save(update_fields=["segments"])
-        self.stdout.write(f"Running {len(cases)} questions for {slug!r}")
+        self.stdout.write(
+            f"[{eval_set.name}] tenant {eval_set.tenant_slug!r}: {load.created} documents "
+            f"uploaded, {load.changed} changed; running {len(cases)} cases"
+        )
         started = time.monotonic()
         with override_settings(ANSWER_CACHE_ENABLED=use_cache):
             results, mode = asyncio.run(
-                evaluation.run_all(tenant=tenant, cases=cases, customer=customer)
+                evaluation.run_all(tenant=load.tenant, cases=cases, customer=customer)
             )
-        self.stdout.write(f"Answer path: {mode}")
+        self.stdout.write(f"[{eval_set.name}] answer path: {mode}")
         summary = evaluation.summarize(results)
-        elapsed = time.monotonic() - started
+        return summary_rows(summary, time.monotonic() - started), results
 
-        def frac(pair):
-            ok, n = pair
-            return f"{ok}/{n} ({ok / n:.0%})" if n else "-"
-
-        def ms(v):
-            return f"{v:.0f} ms" if v is not None else "-"
-
-        rows = [
-            ("in-scope answered with the right source", frac(summary["in_scope_correct"])),
-            ("  of which hedged (weak evidence, asks back)", str(summary["in_scope_hedged"])),
-            ("out-of-scope refused or handed off", frac(summary["out_of_scope_declined"])),
-            ("tricky (numbers, dates, exceptions) correct", frac(summary["tricky_correct"])),
-            ("unsupported claims delivered", str(summary["unsupported_delivered"])),
-            (
-                "TTFT p50 / p95 (answers)",
-                f"{ms(summary['ttft_p50_ms'])} / {ms(summary['ttft_p95_ms'])}",
-            ),
-            ("reply kinds", ", ".join(f"{k}={v}" for k, v in sorted(summary["kinds"].items()))),
-            ("wall time", f"{elapsed:.1f} s"),
-        ]
-        width = max(len(r[0]) for r in rows)
-        self.stdout.write("| metric | value |\n|---|---|")
-        for name, value in rows:
-            self.stdout.write(f"| {name.ljust(width)} | {value} |")
-        if show:
-            for r in results:
-                if not r.correct or r.unsupported:
-                    self.stdout.write(
-                        f"- [{r.case.expect}] {r.case.question!r}: {r.reason} "
-                        f"{'UNSUPPORTED ' + str(r.unsupported) if r.unsupported else ''}\n"
-                        f"    -> {r.text[:200]!r}"
-                    )
+    def _show(self, results) -> None:
+        for r in results:
+            if r.correct and r.key_fact is not False and not r.unsupported:
+                continue
+            turns = " / ".join(repr(q) for q in [*r.case.before, r.case.question])
+            self.stdout.write(
+                f"- [{r.case.category}] {turns}: {r.reason} "
+                f"{'UNSUPPORTED ' + str(r.unsupported) if r.unsupported else ''}\n"
+                f"    -> {r.text[:240]!r}"
+            )

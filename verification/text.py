@@ -1,0 +1,136 @@
+"""Sentences, words, numbers and policy terms: the text units verification works on."""
+
+from __future__ import annotations
+
+import re
+
+_STOPWORDS_TEXT = """
+a an the and or but if then so of to in on at by for with from as is are was were be been being
+it its this that these those you your yours we our us i me my he she they them their do does did
+can could will would should may might must shall have has had there here what which who whom
+when where why how all any each more most some such than too very just also into about over
+after before again further once only own same both few other out up down off please thanks
+thank hi hello yes sure okay ok get got let lets
+"""
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "cannot",
+        "can't",
+        "won't",
+        "don't",
+        "doesn't",
+        "isn't",
+        "aren't",
+        "without",
+        "non",
+        "nor",
+        "none",
+    }
+)
+# Terms whose presence changes what a customer is entitled to: they must be quoted exactly.
+POLICY_TERMS = (
+    "full refund",
+    "partial refund",
+    "store credit",
+    "gift card",
+    "exchange",
+    "free shipping",
+    "free return",
+    "prepaid label",
+    "restocking fee",
+    "final sale",
+    "non-refundable",
+    "original payment method",
+    "lifetime",
+    "warranty",
+    "business days",
+    "calendar days",
+    "express",
+    "overnight",
+    "international",
+    "cash",
+    "guarantee",
+    "any reason",
+    "no questions asked",
+    "unopened",
+    "opened",
+    "used items",
+    "damaged",
+    "defective",
+)
+# A full stop ends a sentence unless it ends a common abbreviation ("e.g. 3.5.3").
+_SENTENCE_RE = re.compile(
+    r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)(?<!\bcf\.)(?<!\bno\.)"
+    r"\s+(?=[A-Z0-9\"“(])|\n+"
+)
+_CITE_RE = re.compile(r"\s*\[(\d{1,2})\]")
+_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+_MARKER_AFTER_STOP = re.compile(r"([.!?])((?:\s*\[\d{1,2}\])+)")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split into sentences; a citation marker after the full stop stays with its sentence."""
+    text = _MARKER_AFTER_STOP.sub(r"\2\1", text or "")
+    parts = [p.strip() for p in _SENTENCE_RE.split(text)]
+    return [p for p in parts if p]
+
+
+def cited_indexes(sentence: str) -> list[int]:
+    return [int(n) for n in _CITE_RE.findall(sentence)]
+
+
+def strip_citations(sentence: str) -> str:
+    return _CITE_RE.sub("", sentence).strip()
+
+
+def _words(text: str) -> list[str]:
+    return _WORD_RE.findall(text.lower().replace("’", "'"))
+
+
+def words(text: str) -> list[str]:
+    """Lowercased word tokens (apostrophes kept: "can't")."""
+    return _words(text)
+
+
+def content_words(text: str) -> set[str]:
+    return {_stem(w) for w in _words(text) if w not in STOPWORDS and w not in NEGATIONS}
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2]:
+                word = word[:-1]  # shipping -> ship, stopped -> stop
+            return word
+    return word
+
+
+def numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER_RE.findall(text)}
+
+
+def _term_pattern(term: str) -> re.Pattern:
+    """A policy term, allowing one word inside a two-word term ("prepaid return label")."""
+    parts = [re.escape(p) for p in term.split()]
+    return re.compile(r"\b" + r"(?:\s+\w+)?\s+".join(parts) + r"\b")
+
+
+_TERM_PATTERNS = {t: _term_pattern(t) for t in POLICY_TERMS}
+
+
+def policy_terms(text: str) -> set[str]:
+    low = text.lower().replace("’", "'")
+    return {t for t, pattern in _TERM_PATTERNS.items() if pattern.search(low)}
+
+
+def has_negation(text: str) -> bool:
+    words = set(_words(text))
+    return bool(words & NEGATIONS) or "n't" in text.lower()

@@ -1,0 +1,146 @@
+"""Check claims against retrieved passages, one passage sentence at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from knowledge.embeddings import embed_texts
+from verification.facts import fact_reasons
+from verification.text import (
+    cited_indexes,
+    content_words,
+    policy_terms,
+    split_sentences,
+    strip_citations,
+)
+
+LEXICAL_MIN = 0.52
+EMBED_MIN = 0.45
+MIN_CLAIM_WORDS = 3  # "Order A-1042." is a fragment, not an answer
+SUPPORT_SENTENCES = 3  # the passage sentences closest to a claim that may support it
+
+
+@dataclass
+class SentenceCheck:
+    sentence: str
+    supported: bool
+    passage_index: int | None  # 1-based index into the passages given
+    lexical: float = 0.0
+    semantic: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verification:
+    checks: list[SentenceCheck]
+
+    @property
+    def supported(self) -> list[SentenceCheck]:
+        return [c for c in self.checks if c.supported]
+
+    @property
+    def unsupported(self) -> list[SentenceCheck]:
+        return [c for c in self.checks if not c.supported]
+
+    def text(self) -> str:
+        """The supported sentences, each ending with its citation marker."""
+        return " ".join(f"{c.sentence} [{c.passage_index}]" for c in self.supported)
+
+    def cited_indexes(self) -> list[int]:
+        seen: list[int] = []
+        for c in self.supported:
+            if c.passage_index is not None and c.passage_index not in seen:
+                seen.append(c.passage_index)
+        return seen
+
+
+def _check_against(sentence: str, support: str, semantic: float) -> tuple[bool, float, list[str]]:
+    """Check one claim against one passage sentence (the unit of support)."""
+    reasons = []
+    words = content_words(sentence)
+    lexical = len(words & content_words(support)) / len(words) if words else 0.0
+    if len(words) < MIN_CLAIM_WORDS:
+        reasons.append("too short to be a claim")
+    if lexical < LEXICAL_MIN:
+        reasons.append(f"lexical {lexical:.2f} < {LEXICAL_MIN}")
+    if semantic < EMBED_MIN:
+        reasons.append(f"semantic {semantic:.2f} < {EMBED_MIN}")
+    missing_terms = policy_terms(sentence) - policy_terms(support)
+    if missing_terms:
+        reasons.append(f"policy terms not in passage: {sorted(missing_terms)}")
+    reasons += fact_reasons(sentence, support)
+    return not reasons, lexical, reasons
+
+
+class PassageVerifier:
+    """Checks sentences against a fixed set of retrieved passages (embedded once)."""
+
+    def __init__(
+        self,
+        passage_texts: Sequence[str],
+        *,
+        embed: Callable[[list[str]], list[list[float]]] = embed_texts,
+    ) -> None:
+        self.passage_texts = list(passage_texts)
+        self.embed = embed
+        groups = [split_sentences(p) or [p] for p in self.passage_texts]
+        self.flat = [s for group in groups for s in group]
+        self.owners = [i for i, group in enumerate(groups) for _ in group]
+        self.flat_vecs = (
+            np.asarray(embed(self.flat), dtype=np.float32) if self.flat else np.zeros((0, 384))
+        )
+
+    def check_many(self, raw_sentences: Sequence[str]) -> list[SentenceCheck]:
+        clean = [strip_citations(s) for s in raw_sentences]
+        if not clean:
+            return []
+        if not self.passage_texts:
+            return [SentenceCheck(c, False, None, reasons=["no passages"]) for c in clean]
+        sent_vecs = np.asarray(self.embed(clean), dtype=np.float32)
+        sims = sent_vecs @ self.flat_vecs.T  # normalized embeddings: cosine
+        return [
+            self._check(raw, sentence, sims[row])
+            for row, (raw, sentence) in enumerate(zip(raw_sentences, clean, strict=True))
+        ]
+
+    def check(self, raw_sentence: str) -> SentenceCheck:
+        return self.check_many([raw_sentence])[0]
+
+    def _check(self, raw: str, sentence: str, sims: np.ndarray) -> SentenceCheck:
+        n = len(self.passage_texts)
+        cited = [i for i in cited_indexes(raw) if 1 <= i <= n]
+        candidates = [i - 1 for i in cited] or list(range(n))
+        best: SentenceCheck | None = None
+        for p in candidates:
+            cols = sorted(
+                (j for j, owner in enumerate(self.owners) if owner == p), key=lambda c: -sims[c]
+            )
+            for j in cols[:SUPPORT_SENTENCES]:
+                ok, lexical, reasons = _check_against(sentence, self.flat[j], float(sims[j]))
+                check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
+                if best is None or (check.supported, check.semantic) > (
+                    best.supported,
+                    best.semantic,
+                ):
+                    best = check
+        if best is None:  # candidates is never empty when passages exist
+            raise ValueError("no candidate passages")
+        foreign = [i for i in cited_indexes(raw) if not 1 <= i <= n]
+        if foreign:
+            best.supported = False
+            best.reasons.append(f"cites passages that were not retrieved: {foreign}")
+        return best
+
+
+def verify_answer(
+    answer: str,
+    passage_texts: Sequence[str],
+    *,
+    embed: Callable[[list[str]], list[list[float]]] = embed_texts,
+) -> Verification:
+    """Check each sentence of `answer` against the retrieved passages (1-based [n] markers)."""
+    verifier = PassageVerifier(passage_texts, embed=embed)
+    return Verification(checks=verifier.check_many(split_sentences(answer)))
