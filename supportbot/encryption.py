@@ -305,7 +305,19 @@ def _convert_rows(connection, *, table, columns, batch_size, seal_: bool) -> int
                 last = row_id
         changed += len(rows)
         if len(rows) < batch_size:
+            settle_deferred_checks(connection)
             return changed
+
+
+def settle_deferred_checks(connection) -> None:
+    """Run the deferred foreign-key checks the UPDATEs queued, now.
+
+    A migration that rewrites rows and then alters or indexes the table in the same
+    transaction fails otherwise ("cannot ALTER TABLE … because it has pending trigger events").
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 def encrypted_columns() -> list[tuple[str, list[str]]]:

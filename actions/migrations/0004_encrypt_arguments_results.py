@@ -29,6 +29,7 @@ def fill_order_keys(apps, schema_editor):
             cursor.execute(
                 "UPDATE actions_actionrequest SET order_key = %s WHERE id = %s", [key, row_id]
             )
+    encryption.settle_deferred_checks(schema_editor.connection)
 
 
 class Migration(migrations.Migration):
