@@ -2,9 +2,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from handoffs import api, views
+from supportbot.login_throttle import throttled_login
 
 console_urlpatterns = [
-    path("console/login/", views.LoginView.as_view(), name="console-login"),
+    path("console/login/", throttled_login(views.LoginView.as_view()), name="console-login"),
     path(
         "console/logout/",
         auth_views.LogoutView.as_view(next_page="/console/login/"),
@@ -13,6 +14,7 @@ console_urlpatterns = [
     path("console/", views.console, name="console"),
     path("console/handoffs/<int:handoff_id>/", views.console, name="console-handoff"),
     path("console/gaps/", views.knowledge_gaps, name="console-gaps"),
+    path("console/widget/", views.widget_settings, name="console-widget"),
     path("console/api/queue", api.QueueApi.as_view(), name="console-queue"),
     path(
         "console/api/handoffs/<int:handoff_id>",

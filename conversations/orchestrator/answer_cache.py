@@ -7,6 +7,7 @@ rebuildable copy (PostgreSQL is the truth) and a hit is re-checked against live 
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,8 @@ from conversations.models import Message
 from conversations.orchestrator.base import Draft
 from conversations.orchestrator.prompt import PROMPT_VERSION
 from knowledge import selectors as knowledge
+
+logger = logging.getLogger(__name__)
 
 CACHE_TTL_SECONDS = 24 * 3600
 CACHEABLE_KINDS = (Message.Kind.ANSWER, Message.Kind.EXTRACTIVE)
@@ -41,7 +44,11 @@ def cache_key(*, conversation, text: str, audience: knowledge.Audience) -> str |
 
 def cached_draft(*, conversation, key: str) -> Draft | None:
     """The cached answer with its passages re-read (None when missing or a chunk is gone)."""
-    cached: dict[str, Any] | None = cache.get(key)
+    try:
+        cached: dict[str, Any] | None = cache.get(key)
+    except Exception:  # Redis unreachable: a miss; the answer comes from PostgreSQL
+        logger.warning("answer cache unreachable; answering without it", exc_info=True)
+        return None
     if not cached:
         return None
     draft = Draft(cached["text"], cached["kind"], stats={"meta": {"cached": True}})
@@ -57,13 +64,13 @@ def cached_draft(*, conversation, key: str) -> Draft | None:
 def cache_put(*, key: str, draft: Draft) -> None:
     if draft.kind not in CACHEABLE_KINDS:
         return
-    cache.set(
-        key,
-        {
-            "text": draft.text,
-            "kind": draft.kind,
-            "chunk_ids": [p.chunk_id for p in draft.passages],
-            "quotes": {str(k): v for k, v in draft.quotes.items()},
-        },
-        CACHE_TTL_SECONDS,
-    )
+    value = {
+        "text": draft.text,
+        "kind": draft.kind,
+        "chunk_ids": [p.chunk_id for p in draft.passages],
+        "quotes": {str(k): v for k, v in draft.quotes.items()},
+    }
+    try:
+        cache.set(key, value, CACHE_TTL_SECONDS)
+    except Exception:  # Redis unreachable: the answer is saved, only not cached
+        logger.warning("answer cache unreachable; not cached", exc_info=True)

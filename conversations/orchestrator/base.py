@@ -136,8 +136,10 @@ class TurnEvents:
         self.subscribed = subscribed
 
     async def publish(self, event: dict[str, Any]) -> None:
-        await events.publish(self.conversation_id, event, origin=self.origin)
-        if not self.subscribed:
+        delivered = await events.publish(self.conversation_id, event, origin=self.origin)
+        if not self.subscribed or not delivered:
+            # Outside the group, or the group send went nowhere (Redis down): the caller
+            # still gets its own turn's events.
             await self._emit(event)
 
     async def reply(self, event: dict[str, Any]) -> None:

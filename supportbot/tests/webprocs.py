@@ -40,8 +40,12 @@ class WebProcess:
                 self.process.wait(5)
 
 
-def start_web(log_dir: Path, *, count: int = 2, timeout: float = 60.0) -> list[WebProcess]:
-    """Start `count` daphne processes on the current (test) database; wait until ready."""
+def start_web(
+    log_dir: Path, *, count: int = 2, timeout: float = 60.0, extra_env: dict | None = None
+) -> list[WebProcess]:
+    """Start `count` daphne processes on the current (test) database; wait until ready.
+
+    `extra_env` overrides settings (e.g. `REDIS_URL` of a Redis the test may kill)."""
     database_url = devservices.postgres_url_for(connection.settings_dict["NAME"])
     procs = []
     for n in range(count):
@@ -52,6 +56,7 @@ def start_web(log_dir: Path, *, count: int = 2, timeout: float = 60.0) -> list[W
             "DATABASE_URL": database_url,
             "SUPPORTBOT_REDIS_DB": os.environ.get("SUPPORTBOT_REDIS_DB", "1"),
             "INFERENCE_AUTOSTART": "0",
+            **(extra_env or {}),
         }
         env.pop("DJANGO_SETTINGS_MODULE", None)
         with open(log, "wb") as out:
