@@ -152,6 +152,7 @@ class EventStreamRenderer(BaseRenderer):
 class ConversationMessagesApi(IdempotentPostMixin, APIView):
     """POST sends a customer message; GET pages through the history (cursor)."""
 
+    pagination_class = MessagePagination  # the schema documents the page envelope
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer, EventStreamRenderer]
 
     class InputSerializer(serializers.Serializer):

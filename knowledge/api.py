@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from knowledge import selectors, services
 from knowledge.models import Document
 from knowledge.selectors import Audience
-from supportbot.api import AUTH_ERRORS, ErrorSerializer
+from supportbot.api import AUTH_ERRORS, BAD_CURSOR, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
 from supportbot.errors import PermissionDenied
 from supportbot.idempotency import IdempotentPostMixin
@@ -80,6 +80,7 @@ class DocumentCollectionApi(IdempotentPostMixin, APIView):
     """POST uploads a document; GET lists the tenant's documents."""
 
     parser_classes = [MultiPartParser, FormParser]
+    pagination_class = CreatedCursorPagination  # the schema documents the page envelope
 
     class UploadInputSerializer(serializers.Serializer):
         file = serializers.FileField(allow_empty_file=True)
@@ -121,7 +122,7 @@ class DocumentCollectionApi(IdempotentPostMixin, APIView):
     @extend_schema(
         operation_id="knowledge_documents_list",
         summary="The tenant's knowledge documents, newest first",
-        responses={200: DocumentOutputSerializer(many=True), **AUTH_ERRORS},
+        responses={200: DocumentOutputSerializer(many=True), **BAD_CURSOR, **AUTH_ERRORS},
     )
     def get(self, request):
         tenant = request_tenant(request)

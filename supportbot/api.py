@@ -37,6 +37,9 @@ AUTH_ERRORS = {
 }
 
 
+BAD_CURSOR = {404: OpenApiResponse(ErrorSerializer, description="Unknown or malformed cursor.")}
+
+
 class TenantApi(APIView):
     class OutputSerializer(serializers.Serializer):
         slug = serializers.CharField()
@@ -64,11 +67,13 @@ class AuditEventOutputSerializer(serializers.Serializer):
 
 
 class AuditEventListApi(APIView):
+    pagination_class = CreatedCursorPagination  # the schema documents the page envelope
+
     @extend_schema(
         operation_id="audit_events_list",
         summary="The tenant's audit trail, newest first",
         parameters=[],
-        responses={200: AuditEventOutputSerializer(many=True), **AUTH_ERRORS},
+        responses={200: AuditEventOutputSerializer(many=True), **BAD_CURSOR, **AUTH_ERRORS},
     )
     def get(self, request):
         tenant = request_tenant(request)
