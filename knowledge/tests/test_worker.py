@@ -150,7 +150,7 @@ def test_a_worker_killed_mid_indexing_leaves_the_document_ready_or_failed_never_
     body = "\n\n".join(
         f"## Section {n}\n"
         + " ".join(f"Paragraph {n} explains returns rule {m}." for m in range(40))
-        for n in range(400)
+        for n in range(200)
     )
     r = api_client.post(
         "/api/v1/knowledge-documents",
