@@ -224,7 +224,9 @@ async def test_verified_customers_are_not_counted_per_ip(
         )
         comm = await connect()
         await start(comm, tenant.slug, identity_token=token)
-        await comm.send_json_to({"type": "message.send", "client_message_id": "v", "text": "hi"})
-        _event, seen = await receive_until(comm, "answer.completed")
+        await comm.send_json_to(
+            {"type": "message.send", "client_message_id": "v", "text": "How long do refunds take?"}
+        )
+        _event, seen = await receive_until(comm, "answer.completed", timeout=60)
         assert "rate_limited" not in [e["type"] for e in seen]
         await comm.disconnect()
