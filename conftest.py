@@ -17,6 +17,7 @@ except ImportError:  # optional locally; required in CI (see `browser`)
 from demo.orders import testing as order_testing
 from inference.pool import Pool, set_pool
 from inference.tests.engine import ENGINE_SETTINGS, engine_available, engine_start
+from supportbot import ratelimit
 from supportbot.services import api_key_create
 from supportbot.tests import stack
 from supportbot.tests.factories import MembershipFactory, TenantFactory
@@ -35,6 +36,30 @@ def require_or_skip(available: bool, reason: str) -> None:
 def _media_root(settings, tmp_path):
     """Uploaded files go to a temporary media root, not the developer's var/media."""
     settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+GENEROUS_LIMIT = "100000/60"
+
+
+@pytest.fixture(autouse=True)
+def _rate_limits(settings):
+    """Generous abuse limits and fresh counters: tests open many chats from one address.
+
+    Tests of a limit set it low themselves (`strict_limits`)."""
+    settings.RATE_LIMITS = dict.fromkeys(settings.RATE_LIMITS, GENEROUS_LIMIT)
+    ratelimit.rate_limits_reset()
+    yield
+    ratelimit._redis.down_until = 0.0
+
+
+@pytest.fixture
+def strict_limits(settings):
+    """Set some limits: `strict_limits(message_customer="3/60")`."""
+
+    def apply(**limits: str) -> None:
+        settings.RATE_LIMITS = {**settings.RATE_LIMITS, **limits}
+
+    return apply
 
 
 @pytest.fixture

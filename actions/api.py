@@ -94,7 +94,7 @@ class ConsoleActionDecideApi(ConsoleActionView):
         operation_id="console_action_decide",
         summary="Approve or deny an action waiting for approval",
         request=InputSerializer,
-        responses={200: ActionCardOutput, **ERRORS},
+        responses={200: ActionCardOutput, 400: OpenApiResponse(ErrorSerializer), **ERRORS},
     )
     def post(self, request, action_id: int):
         selectors.action_get(tenant=self.tenant, action_id=action_id)

@@ -2,11 +2,12 @@ from django.contrib.auth.views import LogoutView
 from django.urls import path
 
 from actions import api, views
+from supportbot.login_throttle import throttled_login
 
 app_name = "actions"
 
 urlpatterns = [
-    path("console/actions/login/", views.ConsoleLoginView.as_view(), name="login"),
+    path("console/actions/login/", throttled_login(views.ConsoleLoginView.as_view()), name="login"),
     path("console/actions/logout/", LogoutView.as_view(next_page=views.LOGIN_URL), name="logout"),
     path("console/actions/", views.action_list, name="list"),
     path("console/actions/<int:action_id>/", views.action_detail, name="detail"),

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from actions import selectors as action_selectors
-from conversations import orchestrator, selectors, services
+from conversations import limits, orchestrator, selectors, services
 from conversations.models import Conversation
 from supportbot.api import AUTH_ERRORS, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
@@ -152,6 +152,7 @@ class EventStreamRenderer(BaseRenderer):
 class ConversationMessagesApi(IdempotentPostMixin, APIView):
     """POST sends a customer message; GET pages through the history (cursor)."""
 
+    pagination_class = MessagePagination  # the schema documents the page envelope
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer, EventStreamRenderer]
 
     class InputSerializer(serializers.Serializer):
@@ -193,6 +194,13 @@ class ConversationMessagesApi(IdempotentPostMixin, APIView):
         conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        limits.message_enforce(
+            tenant_id=tenant.pk,
+            customer_id=conversation.customer_id,
+            conversation_id=conversation.pk,
+            ip=None,  # a partner's server: its key's request rate covers it
+            verified=True,
+        )
         kwargs = {
             "conversation": conversation,
             "client_message_id": data.validated_data["client_message_id"],
@@ -360,6 +368,9 @@ class HandoffCreateApi(IdempotentPostMixin, APIView):
         conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        limits.handoff_enforce(
+            customer_id=conversation.customer_id, conversation_id=conversation.pk
+        )
         handoff, created = async_to_sync(orchestrator.request_handoff)(
             conversation=conversation,
             reason="partner_request",

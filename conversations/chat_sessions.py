@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.cache import cache
-
 from actions import selectors as action_selectors
-from conversations import selectors, services
+from conversations import limits, selectors, services
 from conversations.identity import (
-    identity_token_verify,
+    IdentityError,
+    identity_session_make,
+    identity_session_verify,
+    identity_token_redeem,
     visitor_token_make,
     visitor_token_verify,
 )
@@ -22,7 +23,6 @@ from handoffs import selectors as handoff_selectors
 from supportbot import selectors as tenancy
 from supportbot.errors import ApplicationError
 
-RATE_LIMIT_PER_MINUTE = 20
 HISTORY_LIMIT = 200
 
 
@@ -31,7 +31,9 @@ class OriginNotAllowed(ApplicationError):
     code = "origin_not_allowed"
 
 
-def chat_session_start(payload: dict[str, Any], *, origin: str | None) -> dict[str, Any]:
+def chat_session_start(
+    payload: dict[str, Any], *, origin: str | None, ip: str = "unknown"
+) -> dict[str, Any]:
     """Resolve tenant, customer and conversation for a `session.start` event.
 
     The page's Origin must be one of the tenant's allowed origins or this product's own host,
@@ -47,15 +49,28 @@ def chat_session_start(payload: dict[str, Any], *, origin: str | None) -> dict[s
             "add it to the tenant's allowed origins."
         )
     identity = payload.get("identity_token")
+    identity_session = payload.get("identity_session")
+    verified = None
+    if identity is not None and not isinstance(identity, str):
+        raise IdentityError("identity_token must be a string.", field="identity_token")
+    if identity_session is not None and not isinstance(identity_session, str):
+        raise IdentityError("identity_session must be a string.", field="identity_session")
     if identity:
-        verified = identity_token_verify(tenant=tenant, token=identity)
+        verified = identity_token_redeem(tenant=tenant, token=identity)
+    elif identity_session:
+        verified = identity_session_verify(tenant=tenant, token=identity_session)
+    if verified is not None:
         customer = services.customer_get_or_create_verified(
             tenant=tenant, external_id=verified.external_id
         )
         visitor_token = None
     else:
         token = payload.get("visitor_token")
+        if token is not None and not isinstance(token, str):
+            raise IdentityError("visitor_token must be a string.", field="visitor_token")
         visitor_id = visitor_token_verify(tenant=tenant, token=token) if token else None
+        if visitor_id is None:
+            limits.session_anonymous_enforce(tenant_id=tenant.pk, ip=ip)
         visitor_id, visitor_token = visitor_token_make(tenant=tenant, visitor_id=visitor_id)
         customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id=visitor_id)
 
@@ -96,6 +111,7 @@ def chat_session_start(payload: dict[str, Any], *, origin: str | None) -> dict[s
         "tenant": tenant,
         "customer": customer,
         "conversation": conversation,
+        "identity_expires_at": verified.expires_at if verified else None,
         "ready": {
             "actions": action_selectors.action_cards_for_conversation(
                 conversation_id=conversation.pk
@@ -104,6 +120,10 @@ def chat_session_start(payload: dict[str, Any], *, origin: str | None) -> dict[s
             "tenant": {"slug": tenant.slug, "name": tenant.name},
             "conversation_id": conversation.pk,
             "visitor_token": visitor_token,
+            "identity_session": identity_session_make(tenant=tenant, identity=verified)
+            if verified
+            else None,
+            "identity_expires_at": verified.expires_at if verified else None,
             "customer": {"verified": customer.verified, "name": customer.name},
             "owner": conversation.owner,
             "handoff": handoff_info,
@@ -112,16 +132,3 @@ def chat_session_start(payload: dict[str, Any], *, origin: str | None) -> dict[s
             ],
         },
     }
-
-
-def chat_rate_limited(customer_id: int) -> bool:
-    key = f"rl:chat:{customer_id}"
-    added = cache.add(key, 1, timeout=60)
-    if added:
-        return False
-    try:
-        count = cache.incr(key)
-    except ValueError:
-        cache.set(key, 1, timeout=60)
-        return False
-    return count > RATE_LIMIT_PER_MINUTE

@@ -18,32 +18,49 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db import close_old_connections
 
-from conversations import chat_sessions, events, orchestrator, selectors, services
+from conversations import chat_sessions, events, limits, orchestrator, selectors, services
 from conversations.models import Message
 from handoffs import services as handoff_services
-from supportbot.errors import ApplicationError
+from supportbot.errors import ApplicationError, RateLimited
 from supportbot.observability import context, tracing
 
 logger = logging.getLogger(__name__)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    # Inbound event type -> handler method (the isolation suite has a case for each).
+    HANDLERS = {
+        "session.start": "on_session_start",
+        "message.send": "on_message_send",
+        "feedback.send": "on_feedback_send",
+        "handoff.request": "on_handoff_request",
+        "handoff.contact": "on_handoff_contact",
+        "action.confirm": "on_action_answer",
+        "action.cancel": "on_action_answer",
+        "ping": "on_ping",
+    }
+
     async def connect(self) -> None:
         self.tenant = None
         self.customer = None
         self.conversation = None
         self.group = None
+        self.identity_expires_at: float | None = None
+        self.identity_watch: asyncio.Task | None = None
         self.tasks: set[asyncio.Task] = set()
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        if self.identity_watch is not None:
+            self.identity_watch.cancel()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         # Answer tasks keep running: the reply is saved and shown on reconnect.
@@ -63,24 +80,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if nul_field is not None:
             await self.send_error("invalid", "Null characters are not allowed.", field=nul_field)
             return
-        handler = {
-            "session.start": self.on_session_start,
-            "message.send": self.on_message_send,
-            "feedback.send": self.on_feedback_send,
-            "handoff.request": self.on_handoff_request,
-            "handoff.contact": self.on_handoff_contact,
-            "action.confirm": self.on_action_answer,
-            "action.cancel": self.on_action_answer,
-            "ping": self.on_ping,
-        }.get(event["type"])
+        name = self.HANDLERS.get(event["type"])
+        handler = getattr(self, name) if name else None
         if handler is None:
             await self.send_error(
                 "unknown_type", f"Unknown event type {event['type']!r}.", field="type"
             )
             return
-        if handler not in (self.on_session_start, self.on_ping) and self.conversation is None:
-            await self.send_error("no_session", "Send session.start first.")
-            return
+        if handler not in (self.on_session_start, self.on_ping):
+            if self.identity_expires_at is not None and time.time() >= self.identity_expires_at:
+                await self.identity_expire()
+            if self.conversation is None:
+                await self.send_error("no_session", "Send session.start first.")
+                return
         # Each inbound event is one request: its id (and the conversation's) reach every log
         # line, span, task and model call it causes, the answer task included. Events of one
         # socket run one after another in its task, so each simply replaces the last one's.
@@ -97,6 +109,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     # Give the thread's database connection back (to the pool) before the
                     # thread goes away: orchestrator calls do not close it themselves.
                     await database_sync_to_async(close_old_connections)()
+        except RateLimited as exc:
+            await self.send_rate_limited(
+                exc,
+                event_type=event["type"],
+                ref=event.get("ref"),
+                client_message_id=event.get("client_message_id")
+                if event["type"] == "message.send"
+                else None,
+            )
         except ApplicationError as exc:
             extra = {k: exc.extra[k] for k in ("state", "current_version") if k in exc.extra}
             await self.send_error(
@@ -117,7 +138,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def on_session_start(self, event: dict) -> None:
         try:
             session = await database_sync_to_async(chat_sessions.chat_session_start)(
-                event, origin=self._origin()
+                event, origin=self._origin(), ip=self.client_ip
             )
         except chat_sessions.OriginNotAllowed as exc:
             await self.send_error(exc.code, exc.detail)
@@ -131,7 +152,39 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = events.conversation_group(self.conversation.pk)
         context.set_conversation(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.identity_expires_at = session["identity_expires_at"]
+        if self.identity_watch is not None:
+            self.identity_watch.cancel()
+            self.identity_watch = None
+        if self.identity_expires_at is not None:
+            self.identity_watch = asyncio.create_task(self._identity_expire_at())
         await self.send_json(session["ready"])
+
+    async def _identity_expire_at(self) -> None:
+        await asyncio.sleep(max(0.0, self.identity_expires_at - time.time()))
+        await self.identity_expire()
+
+    async def identity_expire(self) -> None:
+        """The identity token behind this socket expired: leave the conversation (its events
+        stop at once) and ask the page to re-identify (`identity.expired`)."""
+        if self.identity_expires_at is None:
+            return
+        self.identity_expires_at = None
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        self.group = None
+        self.tenant = self.customer = self.conversation = None
+        await self.emit(
+            {
+                "type": "identity.expired",
+                "detail": "Your sign-in expired; send session.start with a fresh identity token.",
+            }
+        )
+
+    @property
+    def client_ip(self) -> str:
+        client = self.scope.get("client")
+        return str(client[0]) if client else "unknown"
 
     def _origin(self) -> str | None:
         for name, value in self.scope.get("headers", []):
@@ -146,10 +199,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise ApplicationError("client_message_id is required.", field="client_message_id")
         if not isinstance(text, str) or not text.strip():
             raise ApplicationError("text must be a non-empty string.", field="text")
-        if await database_sync_to_async(chat_sessions.chat_rate_limited)(self.customer.pk):
-            raise ApplicationError(
-                "Too many messages; wait a minute.", code="rate_limited", field="text"
-            )
+        await sync_to_async(limits.message_enforce, thread_sensitive=False)(
+            tenant_id=self.tenant.pk,
+            customer_id=self.customer.pk,
+            conversation_id=self.conversation.pk,
+            ip=self.client_ip,
+            verified=self.customer.verified,
+        )
         logger.info("chat message %s received", client_message_id)
         task = asyncio.create_task(self._answer(client_message_id, text))
         self.tasks.add(task)
@@ -199,6 +255,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def on_handoff_request(self, event: dict) -> None:
         detail = event.get("detail") if isinstance(event.get("detail"), str) else ""
+        await sync_to_async(limits.handoff_enforce, thread_sensitive=False)(
+            customer_id=self.customer.pk, conversation_id=self.conversation.pk
+        )
         await orchestrator.request_handoff(
             conversation=self.conversation,
             detail=detail[:300] or "handoff button",
@@ -242,6 +301,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def send_json(self, content: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(content))
+
+    async def send_rate_limited(self, exc: RateLimited, **extra: Any) -> None:
+        """`rate_limited`: which limit, and the seconds before the client may try again."""
+        body = {
+            "type": "rate_limited",
+            "limit": exc.extra.get("limit"),
+            "retry_after": exc.extra.get("retry_after"),
+            "detail": exc.detail,
+        }
+        body.update({k: v for k, v in extra.items() if v is not None})
+        await self.emit(body)
 
     async def send_error(self, code: str, detail: str, **extra: Any) -> None:
         body = {"type": "error", "code": code, "detail": detail}

@@ -105,15 +105,22 @@ def _group_message(event: dict[str, Any], origin: str | None) -> dict[str, Any]:
     return {"type": GROUP_MESSAGE_TYPE, "event": event, "origin": origin}
 
 
-async def publish(conversation_id: int, event: dict[str, Any], *, origin: str | None = None):
-    """Send `event` to every connection of the conversation now (a lost send is logged)."""
+async def publish(
+    conversation_id: int, event: dict[str, Any], *, origin: str | None = None
+) -> bool:
+    """Send `event` to every connection of the conversation now; False if it reached no one
+    (no channel layer, or Redis unreachable: the event is in the saved history anyway)."""
     layer = get_channel_layer()
     if layer is None:
-        return
+        return False
     try:
-        await layer.group_send(conversation_group(conversation_id), _group_message(event, origin))
-    except Exception:  # the event is also in the saved history; never fail the turn
+        sent = await layer.group_send(
+            conversation_group(conversation_id), _group_message(event, origin)
+        )
+    except Exception:  # never fail the turn
         logger.exception("publishing %s to conversation %s failed", event["type"], conversation_id)
+        return False
+    return sent is not False
 
 
 def publish_on_commit(

@@ -9,13 +9,13 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from conversations import events
 from conversations.models import Conversation, Customer, Feedback, Message
 from supportbot import encryption
 from supportbot.errors import ApplicationError, Conflict, NotFound
 from supportbot.models import Tenant
+from supportbot.queue import task_enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -301,9 +301,7 @@ def reply_finalize(
     _announce(reply)
     if conversation_summary_due(conversation_id=reply.conversation_id):
         conversation_id = reply.conversation_id
-        transaction.on_commit(
-            lambda: async_task("conversations.tasks.conversation_summarize_task", conversation_id)
-        )
+        task_enqueue_on_commit("conversations.tasks.conversation_summarize_task", conversation_id)
     return reply
 
 

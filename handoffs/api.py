@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import SAFE_METHODS
@@ -19,9 +20,25 @@ from conversations.models import Message
 from handoffs import presence, selectors, services
 from handoffs.models import Handoff
 from supportbot import replicas
+from supportbot.api import ErrorSerializer
 from supportbot.authentication import request_tenant
 from supportbot.errors import PermissionDenied
 from supportbot.models import Membership
+
+CONSOLE_ERRORS = {
+    status: OpenApiResponse(ErrorSerializer) for status in (400, 401, 403, 404, 409, 429)
+}
+
+
+def console_schema(operation_id: str, summary: str, *, request=None, status: int = 200):
+    """Document a console endpoint (session login; bodies are the console's JSON objects)."""
+    return extend_schema(
+        operation_id=operation_id,
+        summary=summary,
+        request=request,
+        responses={status: OpenApiTypes.OBJECT, **CONSOLE_ERRORS},
+        tags=["console"],
+    )
 
 
 class ConsoleView(APIView):
@@ -108,13 +125,15 @@ def queue_snapshot(*, tenant) -> dict:
 
 
 class QueueApi(ConsoleView):
-    @extend_schema(exclude=True)
+    @console_schema("console_queue", "The live handoff queue of the tenant", status=200)
     def get(self, request):
         return Response(queue_snapshot(tenant=self.tenant))
 
 
 class HandoffDetailApi(ConsoleView):
-    @extend_schema(exclude=True)
+    @console_schema(
+        "console_handoff_retrieve", "A handoff with its transcript, summary and sources", status=200
+    )
     def get(self, request, handoff_id: int):
         handoff = selectors.handoff_get(tenant=self.tenant, handoff_id=handoff_id)
         messages = conversation_selectors.message_list(
@@ -183,7 +202,12 @@ class VersionSerializer(serializers.Serializer):
 
 
 class ClaimApi(ConsoleView):
-    @extend_schema(exclude=True)
+    @console_schema(
+        "console_handoff_claim",
+        "Claim the handoff (one owner; version must match)",
+        request=VersionSerializer,
+        status=200,
+    )
     def post(self, request, handoff_id: int):
         data = VersionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -200,7 +224,12 @@ class CloseApi(ConsoleView):
     class InputSerializer(VersionSerializer):
         outcome = serializers.ChoiceField(choices=["resolved", "returned_to_bot"])
 
-    @extend_schema(exclude=True)
+    @console_schema(
+        "console_handoff_close",
+        "Resolve the handoff or give it back to the bot",
+        request=InputSerializer,
+        status=200,
+    )
     def post(self, request, handoff_id: int):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -218,7 +247,12 @@ class ReplyApi(ConsoleView):
     class InputSerializer(serializers.Serializer):
         text = serializers.CharField(max_length=4000)
 
-    @extend_schema(exclude=True)
+    @console_schema(
+        "console_handoff_reply",
+        "Reply to the customer as the handoff's owner",
+        request=InputSerializer,
+        status=201,
+    )
     def post(self, request, handoff_id: int):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -235,7 +269,12 @@ class NoteApi(ConsoleView):
     class InputSerializer(serializers.Serializer):
         text = serializers.CharField(max_length=4000)
 
-    @extend_schema(exclude=True)
+    @console_schema(
+        "console_notes_create",
+        "Add an internal note (never shown to the customer)",
+        request=InputSerializer,
+        status=201,
+    )
     def post(self, request, conversation_id: int):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -251,7 +290,11 @@ class NoteApi(ConsoleView):
 class TakeoverApi(ConsoleView):
     """An agent takes a bot conversation over: opens (or reuses) a handoff and claims it."""
 
-    @extend_schema(exclude=True)
+    @console_schema(
+        "console_takeover",
+        "Take a bot conversation over (open or reuse a handoff and claim it)",
+        status=200,
+    )
     def post(self, request, conversation_id: int):
         conversation = conversation_selectors.conversation_get(
             tenant=self.tenant, conversation_id=conversation_id

@@ -15,7 +15,6 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from conversations import events
 from conversations import services as conversation_services
@@ -24,6 +23,7 @@ from handoffs import presence
 from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote, Team
 from supportbot.errors import ApplicationError, Conflict, NotFound, PermissionDenied
 from supportbot.models import Membership
+from supportbot.queue import task_enqueue_on_commit
 from supportbot.services import Actor, audit_event_record
 
 
@@ -74,7 +74,7 @@ def handoff_request(
         data={"conversation_id": conversation.pk, "reason": reason, "detail": detail[:300]},
     )
     _queue_event(handoff, "queued")
-    transaction.on_commit(lambda: async_task("handoffs.tasks.handoff_summarize_task", handoff.pk))
+    task_enqueue_on_commit("handoffs.tasks.handoff_summarize_task", handoff.pk)
     transaction.on_commit(lambda: handoff_route(handoff_id=handoff.pk))
     return handoff, True
 

@@ -2,9 +2,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from handoffs import admin_views, api, views
+from supportbot.login_throttle import throttled_login
 
 console_urlpatterns = [
-    path("console/login/", views.LoginView.as_view(), name="console-login"),
+    path("console/login/", throttled_login(views.LoginView.as_view()), name="console-login"),
     path(
         "console/logout/",
         auth_views.LogoutView.as_view(next_page="/console/login/"),
@@ -18,6 +19,7 @@ console_urlpatterns = [
     path("console/customers/", admin_views.customers, name="console-customers"),
     path("console/customers/export", admin_views.customer_export, name="console-customer-export"),
     path("console/customers/erase", admin_views.customer_erase, name="console-customer-erase"),
+    path("console/widget/", views.widget_settings, name="console-widget"),
     path("console/api/queue", api.QueueApi.as_view(), name="console-queue"),
     path(
         "console/api/handoffs/<int:handoff_id>",

@@ -9,12 +9,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.files.base import ContentFile
 from django.http import HttpResponseForbidden
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.text import slugify
 
 from handoffs import selectors
 from knowledge import services as knowledge_services
 from supportbot.models import Membership, Tenant
-from supportbot.services import Actor
+from supportbot.services import WIDGET_SECRET_MAX_OVERLAP_S, Actor, tenant_widget_secret_rotate
 
 
 def _console_tenant(request):
@@ -89,3 +90,45 @@ def knowledge_gaps(request):
         messages.success(request, f"Article “{document.title}” saved; indexing started.")
         return redirect("console-gaps")
     return render(request, "handoffs/gaps.html", {"tenant": tenant, "gaps": gaps, "form": form})
+
+
+class WidgetSecretRotateForm(forms.Form):
+    overlap_hours = forms.IntegerField(
+        min_value=0,
+        max_value=WIDGET_SECRET_MAX_OVERLAP_S // 3600,
+        initial=24,
+        help_text="How long tokens signed with the old secret still verify.",
+    )
+
+
+@login_required
+def widget_settings(request):
+    """The tenant's widget secret for its admins, and its rotation with an overlap window."""
+    tenant, membership = _console_tenant(request)
+    if tenant is None or membership is None or membership.role != Membership.Role.ADMIN:
+        return HttpResponseForbidden("Only admins of the tenant see the widget secret.")
+    form = WidgetSecretRotateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        tenant_widget_secret_rotate(
+            tenant=tenant,
+            actor=Actor.for_user(request.user),
+            overlap_seconds=form.cleaned_data["overlap_hours"] * 3600,
+        )
+        messages.success(request, "New widget secret made; update your site's backend.")
+        return redirect("console-widget")
+    tenant.refresh_from_db()
+    previous_until = tenant.widget_secret_previous_until
+    if not tenant.widget_secret_previous or not previous_until or previous_until <= timezone.now():
+        previous_until = None
+    response = render(
+        request,
+        "handoffs/widget.html",
+        {
+            "tenant": tenant,
+            "membership": membership,
+            "form": form,
+            "previous_until": previous_until,
+        },
+    )
+    response["Cache-Control"] = "no-store"
+    return response

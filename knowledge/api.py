@@ -12,13 +12,14 @@ from rest_framework.views import APIView
 from knowledge import selectors, services
 from knowledge.models import Document
 from knowledge.selectors import Audience
-from supportbot.api import AUTH_ERRORS, ErrorSerializer
+from supportbot.api import AUTH_ERRORS, BAD_CURSOR, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
 from supportbot.errors import PermissionDenied
 from supportbot.idempotency import IdempotentPostMixin
 from supportbot.models import ApiKey, Membership
 from supportbot.pagination import CreatedCursorPagination
 from supportbot.selectors import membership_get
+from supportbot.throttling import request_limit_enforce
 
 
 def _require_manager(request, tenant) -> None:
@@ -28,6 +29,20 @@ def _require_manager(request, tenant) -> None:
     membership = membership_get(user=request.user, tenant=tenant)
     if membership is None or membership.role != Membership.Role.ADMIN:
         raise PermissionDenied("Only tenant admins can change knowledge documents.")
+
+
+def _require_search_scope(key: ApiKey, *, agent: bool, segments: list[str]) -> None:
+    """A partner key searches only what it was granted: agents-only documents if
+    `may_search_agent_documents`, customer segments among its `search_segments`."""
+    if agent and not key.may_search_agent_documents:
+        raise PermissionDenied(
+            "This API key may not search agents-only documents.", field="audience"
+        )
+    refused = sorted(set(segments) - set(key.search_segments))
+    if refused:
+        raise PermissionDenied(
+            f"This API key may not search the segments {', '.join(refused)}.", field="segments"
+        )
 
 
 def _request_user(request):
@@ -65,6 +80,7 @@ class DocumentCollectionApi(IdempotentPostMixin, APIView):
     """POST uploads a document; GET lists the tenant's documents."""
 
     parser_classes = [MultiPartParser, FormParser]
+    pagination_class = CreatedCursorPagination  # the schema documents the page envelope
 
     class UploadInputSerializer(serializers.Serializer):
         file = serializers.FileField(allow_empty_file=True)
@@ -87,6 +103,7 @@ class DocumentCollectionApi(IdempotentPostMixin, APIView):
     def post(self, request):
         tenant = request_tenant(request)
         _require_manager(request, tenant)
+        request_limit_enforce(request, name="upload_key")
         data = _validated(self.UploadInputSerializer, request.data)
         upload = data["file"]
         document = services.document_upload(
@@ -105,7 +122,7 @@ class DocumentCollectionApi(IdempotentPostMixin, APIView):
     @extend_schema(
         operation_id="knowledge_documents_list",
         summary="The tenant's knowledge documents, newest first",
-        responses={200: DocumentOutputSerializer(many=True), **AUTH_ERRORS},
+        responses={200: DocumentOutputSerializer(many=True), **BAD_CURSOR, **AUTH_ERRORS},
     )
     def get(self, request):
         tenant = request_tenant(request)
@@ -158,6 +175,7 @@ class DocumentVersionCreateApi(IdempotentPostMixin, APIView):
     def post(self, request, document_id: int):
         tenant = request_tenant(request)
         _require_manager(request, tenant)
+        request_limit_enforce(request, name="upload_key")
         upload = _validated(self.InputSerializer, request.data)["file"]
         document, _ = services.document_replace_file(
             tenant=tenant,
@@ -216,12 +234,14 @@ class SearchApi(APIView):
     )
     def get(self, request):
         tenant = request_tenant(request)
+        request_limit_enforce(request, name="search_key")
         data = _validated(self.InputSerializer, request.query_params)
-        default = "customer" if isinstance(request.auth, ApiKey) else "agent"
-        if data.get("audience", default) == "agent":
-            audience = Audience.agent()
-        else:
-            audience = Audience.customer((data.get("segments") or "").split(","))
+        key = request.auth if isinstance(request.auth, ApiKey) else None
+        wanted = data.get("audience", "customer" if key else "agent")
+        segments = [s.strip().lower() for s in (data.get("segments") or "").split(",") if s.strip()]
+        if key is not None:
+            _require_search_scope(key, agent=wanted == "agent", segments=segments)
+        audience = Audience.agent() if wanted == "agent" else Audience.customer(segments)
         result = selectors.search_passages(
             tenant=tenant, query=data["q"], audience=audience, limit=data["limit"]
         )

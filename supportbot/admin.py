@@ -29,6 +29,16 @@ class MembershipAdmin(admin.ModelAdmin):
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ["name", "tenant", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["tenant"]
+    fields = [
+        "name",
+        "tenant",
+        "may_search_agent_documents",
+        "search_segments",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     readonly_fields = ["prefix", "secret_hash", "created_at", "last_used_at", "revoked_at"]
 
     def has_add_permission(self, request):  # keys are created with create_api_key (shown once)

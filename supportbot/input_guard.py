@@ -16,6 +16,7 @@ from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 API_PREFIX = "/api/"
+CONSOLE_API_PREFIX = "/console/api/"
 MAX_QUERY_STRING = 16 * 1024
 # Room for the multipart envelope and the form fields around an upload of the maximum size.
 MULTIPART_OVERHEAD = 256 * 1024
@@ -24,7 +25,8 @@ _JSON_NUL = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
 
 
 def is_api_request(request: HttpRequest) -> bool:
-    return request.path_info.startswith(API_PREFIX)
+    """The partner API and the console's JSON API answer errors in the JSON shape."""
+    return request.path_info.startswith((API_PREFIX, CONSOLE_API_PREFIX))
 
 
 def error_response(

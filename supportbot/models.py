@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -17,6 +17,9 @@ SLUG_RE = r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$"
 slug_validator = RegexValidator(
     SLUG_RE, "Use 1-50 lowercase letters, digits or inner hyphens (e.g. 'acme-eu')."
 )
+
+
+IDENTITY_TOKEN_DEFAULT_LIFETIME_S = 24 * 60 * 60
 
 
 def _widget_secret() -> str:
@@ -70,6 +73,14 @@ class Tenant(models.Model):
         default=20, help_text="Open handoffs per online agent before customers are asked to wait."
     )
     widget_secret = models.CharField(max_length=64, default=_widget_secret, editable=False)
+    # After a rotation the old secret still verifies identity tokens until this time.
+    widget_secret_previous = models.CharField(max_length=64, blank=True, editable=False)
+    widget_secret_previous_until = models.DateTimeField(null=True, blank=True, editable=False)
+    identity_token_max_lifetime_s = models.PositiveIntegerField(
+        default=IDENTITY_TOKEN_DEFAULT_LIFETIME_S,
+        validators=[MinValueValidator(60), MaxValueValidator(IDENTITY_TOKEN_DEFAULT_LIFETIME_S)],
+        help_text="Identity tokens may expire at most this many seconds ahead (60 s to 24 h).",
+    )
     allowed_origins = ArrayField(
         models.CharField(max_length=200, validators=[validate_origin]),
         default=list,
@@ -125,6 +136,10 @@ class ApiKey(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # What the key may search (GET /api/v1/search): agents-only documents, and which customer
+    # segments besides the public ones. The default is the public audience only.
+    may_search_agent_documents = models.BooleanField(default=False)
+    search_segments = ArrayField(models.CharField(max_length=50), default=list, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -103,6 +103,38 @@ def tenant_create(*, slug: str, name: str, actor: Actor | None = None) -> Tenant
     return tenant
 
 
+WIDGET_SECRET_MAX_OVERLAP_S = 7 * 24 * 3600
+
+
+@transaction.atomic
+def tenant_widget_secret_rotate(*, tenant: Tenant, actor: Actor, overlap_seconds: int) -> Tenant:
+    """Give the tenant a new widget secret; the old one still verifies for `overlap_seconds`
+    (0 to 7 days) so the tenant's backend can switch without a gap. Audited (no secret)."""
+    if (
+        not isinstance(overlap_seconds, int)
+        or not 0 <= overlap_seconds <= WIDGET_SECRET_MAX_OVERLAP_S
+    ):
+        raise ApplicationError(
+            f"overlap_seconds must be 0 to {WIDGET_SECRET_MAX_OVERLAP_S}.", field="overlap_seconds"
+        )
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant.widget_secret_previous = tenant.widget_secret
+    tenant.widget_secret_previous_until = timezone.now() + timedelta(seconds=overlap_seconds)
+    tenant.widget_secret = secrets.token_urlsafe(32)
+    tenant.save(
+        update_fields=["widget_secret", "widget_secret_previous", "widget_secret_previous_until"]
+    )
+    audit_event_record(
+        tenant=tenant,
+        actor=actor,
+        action="tenant.widget_secret_rotated",
+        target_type="tenant",
+        target_id=tenant.pk,
+        data={"overlap_seconds": overlap_seconds},
+    )
+    return tenant
+
+
 @transaction.atomic
 def membership_set(*, tenant: Tenant, user, role: str, actor: Actor | None = None) -> Membership:
     """Give `user` `role` in `tenant` (creating or changing the membership)."""
@@ -143,9 +175,18 @@ def _hash_secret(secret: str) -> str:
 
 @transaction.atomic
 def api_key_create(
-    *, tenant: Tenant, name: str, actor: Actor | None = None, created_by=None
+    *,
+    tenant: Tenant,
+    name: str,
+    actor: Actor | None = None,
+    created_by=None,
+    may_search_agent_documents: bool = False,
+    search_segments: list[str] | None = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key; return it and the full key text, which is never retrievable again."""
+    """Create a key; return it and the full key text, which is never retrievable again.
+
+    It searches public documents only, plus agents-only ones and the customer segments it is
+    granted here."""
     if not (name or "").strip():
         raise ApplicationError("Name must not be empty.", field="name")
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -160,6 +201,8 @@ def api_key_create(
         prefix=prefix,
         secret_hash=_hash_secret(secret),
         created_by=created_by,
+        may_search_agent_documents=may_search_agent_documents,
+        search_segments=sorted({s.strip().lower() for s in search_segments or [] if s.strip()}),
     )
     audit_event_record(
         tenant=tenant,
@@ -167,7 +210,12 @@ def api_key_create(
         action="api_key.created",
         target_type="api_key",
         target_id=key.pk,
-        data={"name": key.name, "prefix": prefix},
+        data={
+            "name": key.name,
+            "prefix": prefix,
+            "may_search_agent_documents": may_search_agent_documents,
+            "search_segments": key.search_segments,
+        },
     )
     return key, f"{KEY_PREFIX}{prefix}_{secret}"
 

@@ -6,6 +6,7 @@ from conversations import urls as conversation_urls
 from handoffs import urls as handoff_urls
 from knowledge import urls as knowledge_urls
 from supportbot import api, health
+from supportbot.login_throttle import throttled_login
 
 api_v1 = [
     path("tenant", api.TenantApi.as_view(), name="tenant"),
@@ -18,6 +19,7 @@ api_v1 = [
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("admin/login/", throttled_login(admin.site.login), name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its init script from `?script=`: no inline script (CSP).
@@ -26,6 +28,12 @@ urlpatterns = [
     *knowledge_urls.pages,
     *conversation_urls.page_urlpatterns,
     *handoff_urls.console_urlpatterns,
+    path("console/api/widget-secret", api.WidgetSecretApi.as_view(), name="console-widget-secret"),
+    path(
+        "console/api/widget-secret/rotate",
+        api.WidgetSecretRotateApi.as_view(),
+        name="console-widget-secret-rotate",
+    ),
     path("", include("actions.urls")),
     path("", include("inference.urls")),
 ]

@@ -10,6 +10,7 @@ customer drops it (conversations/customer_data.py).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,8 @@ from conversations.orchestrator.base import Draft
 from conversations.orchestrator.prompt import PROMPT_VERSION
 from knowledge import selectors as knowledge
 from supportbot import encryption
+
+logger = logging.getLogger(__name__)
 
 CACHE_TTL_SECONDS = 24 * 3600
 CACHEABLE_KINDS = (Message.Kind.ANSWER, Message.Kind.EXTRACTIVE)
@@ -48,7 +51,11 @@ def cache_key(*, conversation, text: str, audience: knowledge.Audience) -> str |
 
 def cached_draft(*, conversation, key: str) -> Draft | None:
     """The cached answer with its passages re-read (None when missing or a chunk is gone)."""
-    sealed: str | None = cache.get(key)
+    try:
+        sealed: str | None = cache.get(key)
+    except Exception:  # Redis unreachable: a miss; the answer comes from PostgreSQL
+        logger.warning("answer cache unreachable; answering without it", exc_info=True)
+        return None
     if not sealed or not encryption.is_sealed(sealed):
         return None
     try:
@@ -78,5 +85,8 @@ def cache_put(*, key: str, draft: Draft, conversation) -> None:
     sealed = encryption.seal(
         tenant_id=conversation.tenant_id, plaintext=json.dumps(entry), context=CACHE_CONTEXT
     )
-    cache.set(key, str(sealed), CACHE_TTL_SECONDS)
-    customer_data.answer_cache_remember(customer_id=conversation.customer_id, key=key)
+    try:
+        cache.set(key, str(sealed), CACHE_TTL_SECONDS)
+        customer_data.answer_cache_remember(customer_id=conversation.customer_id, key=key)
+    except Exception:  # Redis unreachable: the answer is saved, only not cached
+        logger.warning("answer cache unreachable; not cached", exc_info=True)

@@ -141,10 +141,12 @@ class TurnEvents:
         self.first_words_at: float | None = None  # monotonic time of the answer's first words
 
     async def publish(self, event: dict[str, Any]) -> None:
-        await events.publish(self.conversation_id, event, origin=self.origin)
+        delivered = await events.publish(self.conversation_id, event, origin=self.origin)
         if self.first_words_at is None and event.get("type") in FIRST_WORDS_EVENTS:
             self.first_words_at = time.monotonic()
-        if not self.subscribed:
+        if not self.subscribed or not delivered:
+            # Outside the group, or the group send went nowhere (Redis down): the caller
+            # still gets its own turn's events.
             await self._emit(event)
 
     async def reply(self, event: dict[str, Any]) -> None:

@@ -84,11 +84,12 @@ def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser,
     assert csp.violations == []
 
 
-def serve_shop(live_stack):
+def serve_shop(live_stack, identity: str | None = None):
     """A tenant's site on another origin (its own loopback server) embedding the widget."""
+    attribute = f' data-identity="{identity}"' if identity else ""
     html = (
         f'<html><body><h1>Acme shop</h1><script src="{live_stack.url}/widget.js" '
-        'data-tenant="acme"></script></body></html>'
+        f'data-tenant="acme"{attribute}></script></body></html>'
     ).encode()
 
     class Shop(BaseHTTPRequestHandler):
@@ -143,6 +144,33 @@ def test_widget_script_opens_the_chat_in_an_iframe(live_stack, browser, shop_sit
     assert csp.violations == []
 
 
+def test_widget_hands_the_identity_token_over_by_post_message_never_in_a_url(
+    live_stack, browser, csp
+):
+    secret = live_stack.sql("SELECT widget_secret FROM supportbot_tenant WHERE slug = 'acme'")[0][0]
+    token = identity_token_make(tenant=Tenant(widget_secret=secret), external_id="cust-widget")
+    server, origin = serve_shop(live_stack, identity=token)
+    set_allowed_origins(live_stack, [origin])
+    try:
+        page = csp.watch(browser.new_page())
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(f"{origin}/")
+        page.click("#supportbot-launcher")
+        frame = page.frame_locator("#supportbot-frame")
+        frame.locator("#status:has-text('Online')").wait_for(timeout=20000)
+        query = "SELECT verified FROM conversations_customer WHERE external_id = %s"
+        assert live_stack.sql(query, ("cust-widget",)) == [(True,)]
+        assert requested
+        assert not [url for url in requested if token in url]
+        assert token not in (live_stack.log_dir / "daphne.log").read_text()
+        page.close()
+    finally:
+        set_allowed_origins(live_stack, [])
+        server.shutdown()
+    assert csp.violations == []
+
+
 def test_a_site_not_in_the_allowed_origins_cannot_frame_the_chat(
     live_stack, browser, foreign_site, csp
 ):
@@ -161,10 +189,10 @@ def test_a_site_not_in_the_allowed_origins_cannot_frame_the_chat(
 
 
 def _signed_in_chat_url(live_stack, external_id: str) -> str:
-    """The chat page as the tenant's site opens it for a signed-in customer."""
+    """The chat page as the tenant's site links it for a signed-in customer."""
     secret = live_stack.sql("SELECT widget_secret FROM supportbot_tenant WHERE slug = 'acme'")[0][0]
     token = identity_token_make(tenant=Tenant(widget_secret=secret), external_id=external_id)
-    return f"{live_stack.url}/chat/acme/?identity={token}"
+    return f"{live_stack.url}/chat/acme/#identity={token}"  # a fragment never reaches logs
 
 
 def _provider_refunds(live_stack, cents: int) -> int:

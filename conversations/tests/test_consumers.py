@@ -277,7 +277,11 @@ async def test_refund_card_over_the_socket_confirms_once_and_every_tab_sees_it(
     )
     first, second = await connect(), await connect()
     ready = await start(first, tenant.slug, identity_token=token)
-    await start(second, tenant.slug, identity_token=token, conversation_id=ready["conversation_id"])
+    # A token is redeemed once; the second tab (like a reconnect) uses the identity session.
+    session = ready["identity_session"]
+    await start(
+        second, tenant.slug, identity_session=session, conversation_id=ready["conversation_id"]
+    )
     await first.send_json_to(
         {"type": "message.send", "client_message_id": "m1", "text": "refund $18 for A-1042"}
     )
@@ -307,7 +311,7 @@ async def test_refund_card_over_the_socket_confirms_once_and_every_tab_sees_it(
     refused, _ = await receive_until(second, "error")
     assert refused["code"] == "invalid_state"
     assert shop.refund_posts() == 1
-    again = await start(second, tenant.slug, identity_token=token)
+    again = await start(second, tenant.slug, identity_session=session)
     assert [a["state"] for a in again["actions"]] == ["succeeded"]
     await first.disconnect()
     await second.disconnect()

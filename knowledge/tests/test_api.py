@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 from knowledge import services
 from knowledge.models import Chunk, Document
 from supportbot.models import AuditEvent
+from supportbot.services import api_key_create
 
 from .conftest import upload, upload_and_index
 
@@ -126,8 +127,36 @@ def test_search_api_as_partner_defaults_to_customer_audience(api_client, tenant,
     titles = {p["title"] for p in r.json()["passages"]}
     assert titles == {"public"}
     assert r.json()["strength"] in {"strong", "weak", "none"}
-    as_agent = api_client.get("/api/v1/search", {"q": "return items", "audience": "agent"})
+    refused = api_client.get("/api/v1/search", {"q": "return items", "audience": "agent"})
+    assert refused.status_code == 403, refused.content
+    assert refused.json()["error"]["field"] == "audience"
+    _key, raw = api_key_create(tenant=tenant, name="helpdesk", may_search_agent_documents=True)
+    scoped = APIClient()
+    scoped.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    as_agent = scoped.get("/api/v1/search", {"q": "return items", "audience": "agent"})
     assert {p["title"] for p in as_agent.json()["passages"]} == {"public", "internal"}
+
+
+def test_partner_keys_search_only_the_segments_they_were_granted(api_client, tenant):
+    upload_and_index(tenant, "public.md", b"# Returns\n\nReturn items within 30 days.\n")
+    upload_and_index(
+        tenant,
+        "vip.md",
+        b"# VIP returns\n\nVIP members return items any time.\n",
+        audience="segments",
+        segments=["vip"],
+    )
+    refused = api_client.get("/api/v1/search", {"q": "return items", "segments": "vip"})
+    assert refused.status_code == 403, refused.content
+    assert refused.json()["error"]["field"] == "segments"
+    odd = api_client.get("/api/v1/search", {"q": "return items", "segments": "vip,\u00a0,x"})
+    assert odd.status_code == 403
+    _key, raw = api_key_create(tenant=tenant, name="vip-desk", search_segments=["vip"])
+    scoped = APIClient()
+    scoped.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    granted = scoped.get("/api/v1/search", {"q": "return items", "segments": "vip"})
+    assert {p["title"] for p in granted.json()["passages"]} == {"public", "vip"}
+    assert scoped.get("/api/v1/search", {"q": "x", "audience": "agent"}).status_code == 403
 
 
 def test_search_api_requires_a_query(api_client):

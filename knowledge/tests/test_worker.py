@@ -8,13 +8,15 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
+import psutil
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django_q.conf import Conf
 
-from knowledge.models import Chunk
+from knowledge import services
+from knowledge.models import Chunk, Document
 
 from . import poison
 
@@ -127,3 +129,49 @@ def test_poison_uploads_fail_cleanly_and_the_worker_goes_on_indexing(
     assert "too deeply nested" in outcomes["deep.html"]["error"]
     assert outcomes["shipping.html"]["status"] == "ready", outcomes["shipping.html"]["error"]
     assert qcluster.poll() is None  # the one worker process is still serving
+
+
+def _busiest_descendant(process) -> psutil.Process:
+    """The cluster's process burning CPU (the worker indexing), measured over half a second."""
+    family = psutil.Process(process.pid).children(recursive=True)
+    for child in family:
+        child.cpu_percent(None)
+    time.sleep(0.5)
+    return max(family, key=lambda child: child.cpu_percent(None))
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_indexing_leaves_the_document_ready_or_failed_never_stuck(
+    api_client, tenant, qcluster, settings
+):
+    """SIGKILL the worker while it embeds; q2 starts a new one, the stuck-document sweep
+    re-enqueues the document (as its schedule does), and it ends ready (or failed), not stuck."""
+    body = "\n\n".join(
+        f"## Section {n}\n"
+        + " ".join(f"Paragraph {n} explains returns rule {m}." for m in range(40))
+        for n in range(200)
+    )
+    r = api_client.post(
+        "/api/v1/knowledge-documents",
+        {"file": SimpleUploadedFile("long.md", f"# Long guide\n\n{body}".encode())},
+    )
+    assert r.status_code == 202, r.content
+    document_id = r.json()["id"]
+    deadline = time.monotonic() + 120
+    while Document.objects.get(pk=document_id).status != Document.Status.EMBEDDING:
+        assert time.monotonic() < deadline, "indexing never reached the embedding step"
+        assert qcluster.poll() is None
+        time.sleep(0.2)
+    victim = _busiest_descendant(qcluster)
+    victim.kill()
+    victim.wait(10)
+    assert Document.objects.get(pk=document_id).status not in Document.FINAL_STATUSES
+
+    settings.KNOWLEDGE_STUCK_AFTER_SECONDS = 1
+    time.sleep(1.5)
+    assert services.documents_sweep_stuck() == [document_id]
+    final = _wait_ready(api_client, document_id, qcluster, timeout=300)
+    assert final["status"] in ("ready", "failed")
+    assert final["status"] == "ready", final["error"]
+    assert qcluster.poll() is None  # the cluster lived on with a new worker

@@ -12,8 +12,21 @@
   const form = document.getElementById("composer");
   const input = document.getElementById("input");
   const humanBtn = document.getElementById("human");
-  const params = new URLSearchParams(location.search);
-  const identity = params.get("identity") || window.SUPPORTBOT_IDENTITY || null;
+  // The identity token never travels in a URL that reaches a server log: the widget hands it
+  // over by postMessage, a direct link puts it in the fragment (#identity=…), which browsers
+  // never send, and it is removed from the address bar at once. It is redeemed once; reconnects
+  // use the identity_session the server returns (kept for this tab only).
+  let identity = null;
+  const hash = new URLSearchParams(location.hash.slice(1));
+  if (hash.get("identity")) {
+    identity = hash.get("identity");
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  const tabStore = {
+    get: (n) => { try { return sessionStorage.getItem(`supportbot:${tenant}:${n}`); } catch (e) { return null; } },
+    set: (n, v) => { try { sessionStorage.setItem(`supportbot:${tenant}:${n}`, v); } catch (e) { /* private mode */ } },
+    drop: (n) => { try { sessionStorage.removeItem(`supportbot:${tenant}:${n}`); } catch (e) { /* private mode */ } },
+  };
   const key = (name) => `supportbot:${tenant}:${name}`;
   const store = {
     get: (n) => { try { return JSON.parse(localStorage.getItem(key(n))); } catch (e) { return null; } },
@@ -223,6 +236,9 @@
       ready = true;
       retry = 0;
       if (ev.visitor_token) store.set("visitor_token", ev.visitor_token);
+      identity = null;  // redeemed: never sent again
+      if (ev.identity_session) tabStore.set("identity_session", ev.identity_session);
+      else tabStore.drop("identity_session");
       store.set("conversation_id", ev.conversation_id);
       setStatus(ev.owner === "human" ? "Chatting with our team" : "Online");
       for (const card of ev.actions || []) upsertCard(card);
@@ -296,8 +312,39 @@
     },
     "handoff.contact_saved": (ev) => showNotice(`Thanks, we'll write to ${ev.email}. ` +
                                                   "You can also keep the chat open."),
+    "rate_limited": (ev) => {
+      typing.hidden = true;
+      const wait = Math.max(1, ev.retry_after || 1);
+      showNotice(`${ev.detail || "Too many requests."} Try again in ${wait} s.`);
+      // A refused message stays pending and is sent again once the wait is over.
+      if (ev.client_message_id && pending.has(ev.client_message_id)) {
+        const clientId = ev.client_message_id;
+        setTimeout(() => { sendMessage(clientId, pending.get(clientId)); showNotice(""); }, wait * 1000);
+      }
+    },
+    "identity.expired": (ev) => {
+      ready = false;
+      tabStore.drop("identity_session");
+      showNotice(ev.detail || "Your sign-in expired.");
+      // The embedding site may hand over a fresh token (postMessage); else continue as a visitor.
+      if (window.parent !== window) window.parent.postMessage({ type: "supportbot.identity_expired" }, "*");
+      else restart();
+    },
     "pong": () => {},
   };
+
+  function restart() {
+    if (ws && ws.readyState === WebSocket.OPEN) ws.close();  // the close handler reconnects
+  }
+
+  // The widget (widget-loader.js) posts the identity token from the embedding page.
+  window.addEventListener("message", (e) => {
+    if (e.source !== window.parent || !e.data || e.data.type !== "supportbot.identity") return;
+    if (typeof e.data.token !== "string" || !e.data.token) return;
+    identity = e.data.token;
+    tabStore.drop("identity_session");
+    if (ws) restart(); else connect();
+  });
 
   function showHandoff(h) {
     const wait = Math.max(1, Math.round(h.estimated_wait_minutes || 1));
@@ -340,6 +387,7 @@
         channel: document.body.classList.contains("embedded") ? "widget" : "web",
         visitor_token: store.get("visitor_token"),
         identity_token: identity,
+        identity_session: identity ? null : tabStore.get("identity_session"),
         conversation_id: store.get("conversation_id"),
         last_message_id: lastId || null,
       }));
@@ -357,5 +405,11 @@
     });
   }
 
-  connect();
+  if (document.body.classList.contains("embedded") && window.parent !== window) {
+    // Ask the embedding page for an identity token first (it answers at once if it has one).
+    window.parent.postMessage({ type: "supportbot.ready" }, "*");
+    setTimeout(() => { if (!ws) connect(); }, 800);
+  } else {
+    connect();
+  }
 })();

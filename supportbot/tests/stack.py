@@ -3,6 +3,7 @@ on free loopback ports and a database of its own, for browser tests."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -37,8 +38,13 @@ class Stack:
         with psycopg.connect(self.database_url) as conn:
             return conn.execute(query, params).fetchall()
 
+    @property
+    def var_dir(self) -> Path:
+        """The var dir of the stack's services (its own with `private_services`)."""
+        return Path(self.env.get("SUPPORTBOT_VAR_DIR") or devservices.var_dir())
+
     def logins(self) -> dict[str, str]:
-        return json.loads((devservices.var_dir() / "demo-credentials.json").read_text())
+        return json.loads((self.var_dir / "demo-credentials.json").read_text())
 
     def manage(self, *args: str) -> str:
         result = subprocess.run(
@@ -96,17 +102,52 @@ class Stack:
 _REDIS_DBS = itertools.cycle(range(2, 16))
 
 
-def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
-    """Migrate and seed a fresh database, start run.sh, wait until ready and indexed."""
+@contextlib.contextmanager
+def var_dir_of(path: Path):
+    """Make `devservices` (which reads SUPPORTBOT_VAR_DIR on every call) act on `path`."""
+    old = os.environ.get("SUPPORTBOT_VAR_DIR")
+    os.environ["SUPPORTBOT_VAR_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SUPPORTBOT_VAR_DIR", None)
+        else:
+            os.environ["SUPPORTBOT_VAR_DIR"] = old
+
+
+def start(
+    *,
+    wait_for_documents: int = 7,
+    timeout: float = 300.0,
+    private_services: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Stack:
+    """Migrate and seed a fresh database, start run.sh, wait until ready and indexed.
+
+    `private_services`: a var dir of the stack's own, so it gets an embedded PostgreSQL and
+    Valkey of its own that fault tests may stop, kill and restart without touching the
+    services of the test process (or any other stack).
+    """
     name = f"supportbot_e2e_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(devservices.postgres_url_for("postgres"), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    database_url = devservices.postgres_url_for(name)
-    port, order_port = free_port(), free_port()
     redis_db = next(_REDIS_DBS)
-    # Nothing of an earlier stack (queued tasks naming its rows) may reach this one.
-    redis.Redis.from_url(devservices.valkey_start(db=redis_db)).flushdb()
-    log_dir = devservices.var_dir() / "log" / name
+    if private_services is None:
+        with psycopg.connect(devservices.postgres_url_for("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        database_url = devservices.postgres_url_for(name)
+        # Nothing of an earlier stack (queued tasks naming its rows) may reach this one.
+        redis.Redis.from_url(devservices.valkey_start(db=redis_db)).flushdb()
+        log_dir = devservices.var_dir() / "log" / name
+    else:
+        private_services.mkdir(parents=True, exist_ok=True)
+        with var_dir_of(private_services):
+            devservices.postgres_start()
+            with psycopg.connect(devservices.postgres_url_for("postgres"), autocommit=True) as c:
+                c.execute(f'CREATE DATABASE "{name}"')
+            database_url = devservices.postgres_url_for(name)
+            devservices.valkey_start()
+        log_dir = private_services / "log" / name
+    port, order_port = free_port(), free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -124,7 +165,14 @@ def start(*, wait_for_documents: int = 7, timeout: float = 300.0) -> Stack:
         # No local vLLM engine here: its registry would be this database's and its ports the
         # dev stack's. The generative path is tested against real engines in inference tests.
         "INFERENCE_AUTOSTART": "0",
+        # Browser tests and benchmarks open many chats from 127.0.0.1.
+        "RATE_LIMIT_SESSION_ANONYMOUS": "100000/60",
+        "RATE_LIMIT_MESSAGE_IP": "100000/60",
+        "RATE_LIMIT_API_KEY": "100000/60",
+        **(extra_env or {}),
     }
+    if private_services is not None:
+        env["SUPPORTBOT_VAR_DIR"] = str(private_services)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     stack = Stack(f"http://127.0.0.1:{port}", database_url, name, None, env, log_dir)  # type: ignore[arg-type]
     stack.manage("migrate", "--noinput")

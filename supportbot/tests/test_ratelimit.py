@@ -1,0 +1,136 @@
+"""The limiter against the real Redis, with Redis unreachable, and under concurrent hits."""
+
+import threading
+import time
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from supportbot import ratelimit
+from supportbot.errors import RateLimited
+
+DEAD_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1: refused at once
+
+
+@pytest.fixture
+def redis_down(settings):
+    settings.REDIS_URL = DEAD_REDIS
+    ratelimit._redis.down_until = 0.0
+
+
+def test_limit_allows_count_hits_then_refuses_with_retry_after(settings, strict_limits):
+    strict_limits(message_customer="3/60")
+    for _ in range(3):
+        ratelimit.rate_limit_enforce(name="message_customer", key=(1,))
+    with pytest.raises(RateLimited) as caught:
+        ratelimit.rate_limit_enforce(name="message_customer", key=(1,))
+    assert caught.value.status == 429
+    assert caught.value.extra["limit"] == "message_customer"
+    assert 1 <= caught.value.extra["retry_after"] <= 60
+    ratelimit.rate_limit_enforce(name="message_customer", key=(2,))  # another key is fresh
+
+
+def test_counters_are_in_redis_shared_by_processes(strict_limits):
+    strict_limits(search_key="2/60")
+    decision = ratelimit.rate_limit_hit(limit=ratelimit.limit_get("search_key"), key=("k",))
+    assert decision.backend == "redis"
+    ratelimit._local.clear()  # another process would have no local counts either
+    ratelimit.rate_limit_hit(limit=ratelimit.limit_get("search_key"), key=("k",))
+    third = ratelimit.rate_limit_hit(limit=ratelimit.limit_get("search_key"), key=("k",))
+    assert (third.allowed, third.hits) == (False, 3)
+
+
+def test_odd_bytes_in_keys_are_counted_not_crashing(strict_limits):
+    strict_limits(login_user="1/60")
+    odd = ("\ud800\x00\xa0" + "x" * 10_000,)
+    assert ratelimit.rate_limit_hit(limit=ratelimit.limit_get("login_user"), key=odd).allowed
+    assert not ratelimit.rate_limit_hit(limit=ratelimit.limit_get("login_user"), key=odd).allowed
+
+
+def test_bad_limit_text_is_a_configuration_error():
+    for text in ("20", "a/b", "0/60", "5/-1", "1/2/3"):
+        with pytest.raises(ImproperlyConfigured):
+            ratelimit.parse_limit("x", text)
+
+
+def test_redis_down_falls_back_to_a_stricter_local_count(redis_down, settings, strict_limits):
+    strict_limits(message_customer="10/60")
+    settings.RATE_LIMIT_FALLBACK_DIVISOR = 2
+    started = time.monotonic()
+    decisions = [
+        ratelimit.rate_limit_hit(limit=ratelimit.limit_get("message_customer"), key=(7,))
+        for _ in range(6)
+    ]
+    assert {d.backend for d in decisions} == {"local"}
+    assert [d.allowed for d in decisions] == [True] * 5 + [False]  # 10 / 2, never fail open
+    assert time.monotonic() - started < 2  # one failed attempt, then Redis is skipped
+    assert not ratelimit.redis_available()
+
+
+def test_limiter_returns_to_redis_after_the_retry_interval(redis_down, settings, strict_limits):
+    settings.RATE_LIMIT_REDIS_RETRY_S = 0.2
+    strict_limits(search_key="5/60")
+    limit = ratelimit.limit_get("search_key")
+    assert ratelimit.rate_limit_hit(limit=limit, key=("a",)).backend == "local"
+    settings.REDIS_URL = ratelimit.settings.CACHES["default"]["LOCATION"]  # Redis is back
+    time.sleep(0.25)
+    assert ratelimit.rate_limit_hit(limit=limit, key=("a",)).backend == "redis"
+
+
+def test_parallel_hits_allow_exactly_the_limit(strict_limits):
+    strict_limits(upload_key="25/60")
+    limit = ratelimit.limit_get("upload_key")
+    allowed: list[bool] = []
+    lock = threading.Lock()
+
+    def hit() -> None:
+        for _ in range(10):
+            decision = ratelimit.rate_limit_hit(limit=limit, key=("parallel",))
+            with lock:
+                allowed.append(decision.allowed)
+
+    threads = [threading.Thread(target=hit) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(allowed) == 80
+    assert allowed.count(True) == 25
+
+
+def test_parallel_hits_with_redis_down_allow_exactly_the_fallback(redis_down, strict_limits):
+    strict_limits(upload_key="20/60")
+    limit = ratelimit.limit_get("upload_key")
+    results: list[bool] = []
+    lock = threading.Lock()
+
+    def hit() -> None:
+        for _ in range(10):
+            decision = ratelimit.rate_limit_hit(limit=limit, key=("parallel",))
+            with lock:
+                results.append(decision.allowed)
+
+    threads = [threading.Thread(target=hit) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 10
+
+
+def test_limits_can_be_switched_off(settings, strict_limits):
+    strict_limits(api_key="1/60")
+    settings.RATE_LIMITS_ENABLED = False
+    for _ in range(5):
+        ratelimit.rate_limit_enforce(name="api_key", key=(1,))
+
+
+def test_lockouts_work_in_redis_and_without_it(settings):
+    ratelimit.lockout_set(name="login_user", key=("bob",), seconds=30)
+    assert 25 <= ratelimit.lockout_remaining(name="login_user", key=("bob",)) <= 30
+    ratelimit.lockout_clear(name="login_user", key=("bob",))
+    assert ratelimit.lockout_remaining(name="login_user", key=("bob",)) == 0
+    settings.REDIS_URL = DEAD_REDIS
+    ratelimit._redis.down_until = 0.0
+    ratelimit.lockout_set(name="login_user", key=("eve",), seconds=30)
+    assert ratelimit.lockout_remaining(name="login_user", key=("eve",)) >= 25
