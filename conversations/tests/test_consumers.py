@@ -6,7 +6,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 
 from actions import services as action_services
-from conversations import chat_sessions, services
+from conversations import services
 from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
 from supportbot.asgi import application
@@ -350,7 +350,7 @@ async def test_socket_events_give_their_database_connections_back(tenant, local_
 
 
 async def test_answered_messages_give_their_database_connections_back(
-    tenant, help_center, local_cache, monkeypatch
+    tenant, help_center, local_cache
 ):
     """A turn is a task the `message.send` event starts: it must run on a thread of its own
     and return that thread's connection, not die with the event's thread holding it."""
@@ -361,7 +361,6 @@ async def test_answered_messages_give_their_database_connections_back(
         stats = pool.get_stats()
         return stats.get("pool_size", 0) - stats.get("pool_available", 0)
 
-    monkeypatch.setattr(chat_sessions, "RATE_LIMIT_PER_MINUTE", 100)
     comm = await connect()
     await start(comm, tenant.slug)
     before = in_use()
