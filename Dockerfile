@@ -32,10 +32,11 @@ RUN pip install --no-deps .
 
 # ---------------------------------------------------------------- static files
 FROM build AS static
-# collectstatic only reads files: a throwaway key and unused URLs keep settings from
+# collectstatic only reads files: throwaway keys and unused URLs keep settings from
 # starting anything embedded. Nothing here reaches the runtime image but the files.
 RUN SUPPORTBOT_VAR_DIR=/tmp/var \
     DJANGO_SECRET_KEY=collectstatic-only-not-a-secret \
+    ENCRYPTION_MASTER_KEYS="build=$(python -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" \
     DATABASE_URL=postgres://unused@127.0.0.1:1/unused \
     REDIS_URL=redis://127.0.0.1:1/0 \
     python manage.py collectstatic --noinput -v0 \

@@ -4,11 +4,9 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('supportbot', '0005_identity_limits_key_scopes'),
-        ('supportbot', '0007_idempotency_body_sealed'),
+        ("supportbot", "0005_identity_limits_key_scopes"),
+        ("supportbot", "0007_idempotency_body_sealed"),
     ]
 
-    operations = [
-    ]
+    operations = []

@@ -72,10 +72,19 @@ def test_runtime_role_appends_audit_events_but_cannot_erase_or_unguard_them(app_
 
 def test_runtime_role_reads_and_writes_the_apps_rows(app_conn, tenant):
     assert app_conn.execute("SELECT count(*) FROM supportbot_tenant").fetchone()[0] >= 0
+    # A copy of the fixture's row under another slug: every column the model has today.
+    columns = [
+        row[0]
+        for row in app_conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = 'supportbot_tenant' AND column_name NOT IN ('id', 'slug')"
+        ).fetchall()
+    ]
+    listed = ", ".join(columns)
     app_conn.execute(
-        "INSERT INTO supportbot_tenant (slug, name, refund_auto_limit, refund_window_days, "
-        "refund_per_customer_daily_limit, handoff_capacity, widget_secret, allowed_origins, "
-        "is_active, created_at) VALUES ('role-test', 'R', 50, 30, 200, 20, 's', '{}', true, now())"
+        f"INSERT INTO supportbot_tenant (slug, {listed}) "  # noqa: S608 - catalog names
+        f"SELECT 'role-test', {listed} FROM supportbot_tenant WHERE id = %s",
+        [tenant.pk],
     )
     app_conn.execute("UPDATE supportbot_tenant SET name = 'R2' WHERE slug = 'role-test'")
     app_conn.execute("DELETE FROM supportbot_tenant WHERE slug = 'role-test'")

@@ -67,6 +67,8 @@ ROUTE_CASES: dict[str, str] = {
     "api/v1/conversations/<int:conversation_id>/handoffs": "partner",
     "api/v1/conversations/<int:conversation_id>/actions/<int:action_id>/confirm": "partner",
     "api/v1/conversations/<int:conversation_id>/actions/<int:action_id>/cancel": "partner",
+    "api/v1/customers/<str:external_id>": "partner",
+    "api/v1/customers/<str:external_id>/export": "partner",
     "api/v1/messages/<int:message_id>/feedback": "partner",
     "kb/<slug:tenant_slug>/<int:document_id>/": "page",
     "kb/<slug:tenant_slug>/<int:document_id>/v<int:version>/": "page",
@@ -88,6 +90,11 @@ ROUTE_CASES: dict[str, str] = {
     "console/api/conversations/<int:conversation_id>/takeover": "console",
     "console/api/widget-secret": "console",
     "console/api/widget-secret/rotate": "console",
+    "console/audit/": "console",
+    "console/audit.csv": "console",
+    "console/customers/": "console",
+    "console/customers/export": "console",
+    "console/customers/erase": "console",
     "console/actions/login/": "auth",
     "console/actions/logout/": "auth",
     "console/actions/": "console",
@@ -230,6 +237,7 @@ def foreign(db, settings):
             "event_id": event.pk,
             "version": 1,
         },
+        b_customer_external_id=customer.external_id,
         public_doc=public_doc,
         agents_doc=agents_doc,
         note=note,
@@ -255,6 +263,7 @@ def _snapshot(f) -> tuple:
 def _fill(route: str, f, slug: str) -> str:
     path = route.replace("<slug:tenant_slug>", slug)
     path = re.sub(r"<int:(\w+)>", lambda m: str(f.ids[m.group(1)]), path)
+    path = path.replace("<str:external_id>", f.b_customer_external_id)
     return "/" + path
 
 
@@ -267,8 +276,13 @@ def _call(client, method: str, path: str, *, tenant: str | None = None, **extra)
     return getattr(client, method)(path, BODY, content_type="application/json", **extra)
 
 
+def _body(response) -> str:
+    raw = b"".join(response.streaming_content) if response.streaming else response.content
+    return raw.decode("utf-8", "replace")
+
+
 def _assert_no_leak(route: str, method: str, response, *, names_foreign_object: bool):
-    content = response.content.decode("utf-8", "replace")
+    content = _body(response)
     where = (route, method, response.status_code, content[:300])
     assert response.status_code < 500, where
     assert MARK not in content, where
@@ -303,8 +317,25 @@ def test_partner_key_of_another_tenant_reaches_nothing_of_b(foreign):
     for route in _routes("partner"):
         for method in METHODS:
             response = _call(client, method, _fill(route, foreign, foreign.a.slug))
-            leaks += _leaks(route, method, response, names_foreign_object="<int:" in route)
+            names_b = "<int:" in route or "<str:external_id>" in route
+            leaks += _leaks(route, method, response, names_foreign_object=names_b)
     assert not leaks, "\n".join(str(leak)[:400] for leak in leaks)
+    assert _snapshot(foreign) == before
+
+
+@pytest.mark.parametrize("who", ["a_admin", "a_agent"])
+def test_console_customer_data_of_another_tenant_cannot_be_exported_or_erased(foreign, who):
+    before = _snapshot(foreign)
+    client = Client()
+    client.force_login(getattr(foreign, who))
+    external_id = foreign.b_customer_external_id
+    exported = client.get("/console/customers/export", {"external_id": external_id})
+    erased = client.post(
+        "/console/customers/erase", {"external_id": external_id, "confirm": external_id}
+    )
+    for response in (exported, erased):
+        assert response.status_code in (302, 403, 404), response.status_code
+        assert MARK not in _body(response)
     assert _snapshot(foreign) == before
 
 
