@@ -127,7 +127,16 @@ async def test_the_tenants_allowed_origin_starts_a_session_and_only_for_that_ten
     await comm.disconnect()
 
 
-async def test_console_socket_refuses_a_foreign_origin_at_the_handshake(agent):
+@pytest.fixture
+def memory_channel_layer(settings):
+    """An in-memory channel layer: a refused handshake's consumer still waits on the layer,
+    and cancelling a Redis receive there can outlive this test's loop (seen hanging in CI)."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+async def test_console_socket_refuses_a_foreign_origin_at_the_handshake(
+    agent, memory_channel_layer
+):
     comm = WebsocketCommunicator(
         application, "/ws/console/", headers=[(b"origin", b"https://evil.example")]
     )
