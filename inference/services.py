@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from inference.models import InferenceUsage, ModelWorker
@@ -72,8 +72,9 @@ def workers_sync_discovered(
     discovered ones that are `ready` to `draining`, and stop those draining longer than
     `drain_after_s` (their in-flight calls had that long to finish).
 
-    Several processes sync at once: the upsert is one `INSERT ... ON CONFLICT`, so racing
-    processes never fail on the unique base URL and never duplicate a row.
+    Several processes sync at once: the upsert is one `INSERT ... ON CONFLICT` on the base URL,
+    retried when a racing insert of the same worker collides on its unique name; no process
+    fails and no row is duplicated.
     """
     if role not in ROLES:
         raise ValueError(f"role {role!r} not one of {sorted(ROLES)}")
@@ -90,13 +91,22 @@ def workers_sync_discovered(
         )
         for url in sorted(set(base_urls))
     ]
-    if rows:
-        ModelWorker.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["base_url"],
-            update_fields=["name", "model_name", "role", "source", "state", "updated_at"],
-        )
+    for attempt in range(3) if rows else ():
+        try:
+            with transaction.atomic():
+                ModelWorker.objects.bulk_create(
+                    rows,
+                    update_conflicts=True,
+                    unique_fields=["base_url"],
+                    update_fields=["name", "model_name", "role", "source", "state", "updated_at"],
+                )
+            break
+        except IntegrityError:
+            # Two processes inserting the same new worker at once: ON CONFLICT arbitrates the
+            # base URL only, so the unique name of the other's row can still collide. Again:
+            # the committed row is now visible and takes the ON CONFLICT path.
+            if attempt == 2:
+                raise
     discovered = ModelWorker.objects.filter(source=ModelWorker.Source.DISCOVERED)
     discovered.filter(state=ModelWorker.State.READY).exclude(base_url__in=base_urls).update(
         state=ModelWorker.State.DRAINING, updated_at=now

@@ -240,8 +240,11 @@ async def test_saturated_pool_waits_for_the_queue_deadline_then_503(
 
 
 async def test_queue_drains_while_waiting_and_the_request_goes_through(
-    pool, one_worker, replay, tenant_id
+    pool, one_worker, replay, tenant_id, settings
 ):
+    # A deadline well past the drain (0.2 s) plus a poll or two, even on a loaded machine.
+    settings.INFERENCE = {**settings.INFERENCE, "QUEUE_DEADLINE_S": 5.0}
+    pool.config = dataclasses.replace(pool.config, queue_deadline_s=5.0)
     replay.behaviour.waiting = 20
 
     async def drain_soon():
