@@ -5,6 +5,7 @@ import os
 import uuid
 
 import pytest
+import redis
 from asgiref.sync import sync_to_async
 from django.db import connections
 from rest_framework.test import APIClient
@@ -54,7 +55,16 @@ def _rate_limits(settings):
 
 @pytest.fixture
 def strict_limits(settings):
-    """Set some limits: `strict_limits(message_customer="3/60")`."""
+    """Set some limits: `strict_limits(message_customer="3/60")`, from a clean slate: no
+    counter or lockout left by an earlier test (a locked 127.0.0.1 would answer 429 first)."""
+    from supportbot import ratelimit
+
+    client = ratelimit._redis.get()
+    if client is not None:
+        with contextlib.suppress(redis.RedisError):  # a test pointing at a dead Redis
+            for key in client.scan_iter(f"{ratelimit.KEY_PREFIX}:*"):
+                client.delete(key)
+    ratelimit._local.clear()
 
     def apply(**limits: str) -> None:
         settings.RATE_LIMITS = {**settings.RATE_LIMITS, **limits}
