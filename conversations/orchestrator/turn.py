@@ -13,7 +13,6 @@ from datetime import timedelta
 
 from asgiref.sync import AsyncToSync, ThreadSensitiveContext
 from django.conf import settings
-from django.db import connections
 from django.utils import timezone
 
 from actions import intents as action_intents
@@ -38,6 +37,7 @@ from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
 from handoffs.models import Handoff
 from inference import gateway, yields
 from knowledge import selectors as knowledge
+from supportbot.db_connections import connections_release
 from supportbot.observability import tracing
 
 logger = logging.getLogger(__name__)
@@ -93,14 +93,6 @@ def _slots() -> TurnSlots:
     return _turn_slots[loop]
 
 
-def _release_connections() -> None:
-    """Close this thread's database connections (not one inside a transaction: a caller's
-    test or atomic block owns that one)."""
-    for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            conn.close()
-
-
 @contextlib.asynccontextmanager
 async def _own_thread(tenant_id: int):
     """Run a turn in a thread of its own, within the process's and the tenant's turn slots.
@@ -123,7 +115,7 @@ async def _own_thread(tenant_id: int):
                 try:
                     yield
                 finally:
-                    await db(_release_connections)()
+                    await db(connections_release)()
         finally:
             if executor is not None:
                 executor.shutdown(wait=False)
