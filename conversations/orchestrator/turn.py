@@ -31,7 +31,12 @@ from conversations.orchestrator.base import (
 )
 from conversations.orchestrator.extractive import citations, extractive_draft
 from conversations.orchestrator.finish import finish
-from conversations.orchestrator.generate import SHADOW_PROBES, generate, shadow_probe
+from conversations.orchestrator.generate import (
+    SHADOW_PROBES,
+    generate,
+    shadow_probe,
+    shadow_probe_free,
+)
 from conversations.orchestrator.handoff import hand_off, request_handoff
 from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
 from handoffs.models import Handoff
@@ -291,10 +296,13 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
 
     await db(services.message_set_state)(message_id=message.pk, state=Message.State.ANSWERING)
     draft, generation, path_reason = None, None, "no_worker"
+    probing = False
     model = ""
     if await db(gateway.gateway_available)():
         model = yields.model_for_role("primary")
         try_model, path_reason = yields.should_generate(model)
+        if try_model and path_reason in SHADOW_PROBES and not shadow_probe_free():
+            try_model, path_reason = False, "low_yield"  # the process's probes are busy
         if try_model:
             history = await db(selectors.recent_messages)(
                 conversation=conversation, limit=RECENT_MESSAGES + 1
@@ -310,7 +318,7 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
                 # The model is measured useless: never make this customer wait for it. Probe
                 # it in the background (verified, recorded, never shown) so a better model or
                 # worker is noticed; the customer gets the extractive answer now.
-                shadow_probe(turn, messages, ordered)
+                probing = shadow_probe(turn, messages, ordered)
                 path_reason = "low_yield"
             else:
                 generation = await generate(turn, messages, ordered)
@@ -337,6 +345,8 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
         model_wait_ms=round(waited_ms, 1),
         embedded_texts=turn.embedder.computed,
     )
+    if probing:
+        meta["shadow_probe"] = True
     yields.answer_path_record(path=path, reason=path_reason, waited_ms=waited_ms, model=model)
     if emitted and draft.kind == Message.Kind.EXTRACTIVE:
         # Verified sentences were shown before the model failed: replace them whole.
