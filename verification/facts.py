@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from verification.text import content_words, words
+from verification.text import STOPWORDS, content_words, words
 
 # --------------------------------------------------------------------------- numbers
 
@@ -196,7 +196,7 @@ _GROUPS = {
     "some": _set("some certain several sometimes"),
     "usually": _set("usually typically generally normally"),
     "only": _set("only solely exclusively exactly"),
-    "may": _set("may might possibly perhaps"),
+    "may": _set("may might possibly perhaps probably likely"),
 }
 _PHRASES = {
     "nearly all": "most",
@@ -220,6 +220,7 @@ def _scope_words(text: str) -> tuple[set[str], bool]:
     groups = {g for phrase, g in _PHRASES.items() if f" {phrase} " in f" {low} "}
     low = _SUPERLATIVE.sub(" ", low)  # "the most common" is no quantifier
     low = re.sub(r"\bat all\b", " ", low)  # "not at all" is emphasis, not "all"
+    low = re.sub(r"\bat (?:most|least)\b", " ", low)  # a bound, not a quantifier
     low = _JUST_A_NUMBER.sub(" only ", low)  # "just one" = "only one"; "just over" is not
     tokens = set(low.split())
     groups |= {g for g, members in _GROUPS.items() if tokens & members}
@@ -274,14 +275,41 @@ def _has(text: str, phrase: str) -> bool:
     return _count(text, phrase) > 0
 
 
+def _forms(word: str) -> str:
+    """A word with its inflections: "include" -> include|includes|included|including."""
+    w = re.escape(word)
+    if word.endswith("e"):
+        return rf"{w[:-1]}(?:e|es|ed|ing)"
+    doubled = re.escape(word[-1]) if re.search(r"[^aeiou][aeiou][bdgmnprt]$", word) else ""
+    return rf"{w}(?:s|es|ed|ing|{doubled}ed|{doubled}ing)?" if doubled else rf"{w}(?:s|es|ed|ing)?"
+
+
+def _count_forms(text: str, phrase: str) -> int:
+    """Occurrences of a phrase; a one-word phrase in any of its inflections."""
+    if " " in phrase or len(phrase) < 4:
+        return _count(text, phrase)
+    return len(re.findall(rf"(?<!\w){_forms(phrase)}(?!\w)", text))
+
+
+_BOUND_SIGNS = {"<=": " at most ", "≤": " at most ", ">=": " at least ", "≥": " at least "}
+
+
+def _bounds(text: str) -> str:
+    """Comparison signs as words: "<= 0" -> "at most 0"."""
+    for sign, phrase in _BOUND_SIGNS.items():
+        text = text.replace(sign, phrase)
+    return text
+
+
 def condition_reasons(claim: str, support: str) -> list[str]:
     """No condition or comparison turned into its opposite, no exception the passage lacks."""
-    c, s = (t.lower().replace("’", "'").replace("-", " ") for t in (claim, support))
+    c, s = (_bounds(t.lower().replace("’", "'")).replace("-", " ") for t in (claim, support))
     reasons = []
     for a, b in _OPPOSITES:
         for mine, theirs in ((a, b), (b, a)):
             # "after discounts and after tax" against "after discounts and before tax"
-            if _count(c, mine) > _count(s, mine) and _count(c, theirs) < _count(s, theirs):
+            mine_c, mine_s = _count_forms(c, mine), _count_forms(s, mine)
+            if mine_c > mine_s and _count_forms(c, theirs) < _count_forms(s, theirs):
                 reasons.append(f"says {mine!r} where the passage says {theirs!r}")
     for name, cues in _CUE_GROUPS.items():
         if any(_has(c, cue) for cue in cues) and not any(_has(s, cue) for cue in cues):
@@ -297,14 +325,30 @@ def names(text: str) -> list[tuple[str, bool]]:
     not open the sentence, and identifiers (os.rmdir(), PyInit_foo, ST-300, rc1)."""
     found = []
     body = text.strip().lstrip("\"“”'")
-    for match in re.finditer(r"[\w.'’()/-]+", body):
+    matches = list(re.finditer(r"[\w.'’()/-]+", body))
+    for n, match in enumerate(matches):
         token = match.group(0).strip(".,'’()/-").replace("’", "'")
         if not token:
             continue
         is_code = bool(re.search(r"[a-z]\.[a-z]|\w\(|_|[a-z]\d|\d[a-z]", token, re.I))
+        is_code = is_code or _lowercase_identifier(token, matches, n)
         if is_code or (token[0].isupper() and match.start() > 0):
             found.append((token.lower(), is_code))
     return found
+
+
+_NAMED_BY = frozenset({"module", "modules", "package", "packages"})
+
+
+def _lowercase_identifier(token: str, matches: list[re.Match], n: int) -> bool:
+    """A lowercase word that opens the sentence ("atexit provides …": prose opens with a
+    capital) or names a module ("the pickle module")."""
+    if not token.isalpha() or not token.islower() or token in STOPWORDS:
+        return False
+    if n == 0:
+        return True
+    following = matches[n + 1].group(0).strip(".,'’()/-").lower() if n + 1 < len(matches) else ""
+    return following in _NAMED_BY and token not in _NAMED_BY
 
 
 def _initials(text: str) -> set[str]:
