@@ -29,8 +29,6 @@ ALIGN_MIN = 0.62
 # A word in the slot of another passage word (same neighbour, same side) must be this close to
 # the word it replaces.
 SWAP_MIN = 0.6
-# Below this the two words play different parts (a subject against a verb): no substitution.
-SWAP_FLOOR = 0.2
 
 TokenEmbed = Callable[[list[str]], list[tuple[list[tuple[int, int]], np.ndarray]]]
 
@@ -224,16 +222,6 @@ def _adjacent(text: str, left: Word, right: Word) -> bool:
     return left.end <= right.start and not text[left.end : right.start].strip(" -")
 
 
-def _bigrams(aligned: Aligned) -> list[tuple[int, int]]:
-    """Index pairs of adjacent words whose second word is a content word."""
-    ws = aligned.words
-    return [
-        (i, i + 1)
-        for i in range(len(ws) - 1)
-        if ws[i + 1].content and _adjacent(aligned.text, ws[i], ws[i + 1])
-    ]
-
-
 def _slot_word(word: Word) -> bool:
     return word.content and word.text not in _LOOSE and not _NUMERIC.search(word.text)
 
@@ -242,44 +230,99 @@ def _same(a: Word, b: Word) -> bool:
     return a.stem == b.stem or variant(a.text, b.text)
 
 
+def _phrase(aligned: Aligned, i: int, step: int) -> list[Word]:
+    """The words running on from word i (step -1: before it, +1: after it) with nothing but
+    spaces or hyphens between them: the rest of its phrase."""
+    found, ws = [], aligned.words
+    j = i
+    while 0 <= j + step < len(ws):
+        a, b = (ws[j + step], ws[j]) if step < 0 else (ws[j], ws[j + step])
+        if not _adjacent(aligned.text, a, b):
+            break
+        j += step
+        found.append(ws[j])
+    return found
+
+
 def swap_reasons(claim: Aligned, support: Aligned) -> list[str]:
-    """A claim word in the slot of a different passage word: right before the same word (a
-    modifier, or a verb before its object) where the passage has that word before it more
-    often than the claim ("credit card" for "gift card", "excludes shipping" for "including
-    shipping")."""
+    """A claim word in the slot of a different passage word: right before the same word, or
+    ending the phrase right after it, where the passage has its own word there more often
+    than the claim does ("credit card" for "gift card", "excludes shipping" for "including
+    shipping", "the wrong size." for "the wrong item."). A verb after its subject is no slot:
+    paraphrases change those freely ("the refund includes" for "the refund covers")."""
     reasons = []
-    claim_pairs = [(claim.words[i], claim.words[j], i) for i, j in _bigrams(claim)]
-    support_pairs = [(support.words[i], support.words[j], i) for i, j in _bigrams(support)]
+    for side in (1, -1):  # the shared word after the claim word, then before it
+        claim_pairs = _slot_pairs(claim, side)
+        support_pairs = _slot_pairs(support, side)
 
-    def count(pairs, first: Word, second: Word) -> int:
-        return sum(1 for a, b, _ in pairs if _same(a, first) and _same(b, second))
+        def count(pairs, word: Word, anchor: Word) -> int:
+            return sum(1 for a, b, _ in pairs if _same(a, word) and _same(b, anchor))
 
-    for w, anchor, i in claim_pairs:
-        if not _slot_word(w) or not _slot_word(anchor) or _licensed_exactly(w, support.words):
-            continue
-        if count(support_pairs, w, anchor):
-            continue
-        before = claim.words[max(0, i - _NEAR) : i + 1]
-        for replaced, s, k in support_pairs:
-            if not _same(s, anchor) or _same(replaced, w) or _NUMERIC.search(replaced.text):
+        for w, anchor, i in claim_pairs:
+            if not _slot_word(w) or not _slot_word(anchor):
                 continue
-            if count(support_pairs, replaced, s) <= count(claim_pairs, replaced, s):
-                continue  # the claim keeps every "gift card" the passage has
-            if any(_same(replaced, c) for c in before):
-                continue  # "the new email address" for "the new address"
-            if are_contrasts(w, replaced):
-                reasons.append(f"says {w.text!r} where the passage says {replaced.text!r}")
+            if side < 0 and not _phrase_final(claim, i):
+                continue  # after a shared word, only a phrase's last word ("the wrong size.")
+            if _licensed_exactly(w, support.words) or count(support_pairs, w, anchor):
                 continue
-            if not _slot_word(replaced) or are_synonyms(w, replaced):
-                continue
-            sim = _cosine(claim, i, support, k)
-            if sim is None or SWAP_FLOOR <= sim < SWAP_MIN:
-                shown = "?" if sim is None else f"{sim:.2f}"
-                reasons.append(
-                    f"replaces {replaced.text!r} with {w.text!r} before {anchor.text!r} "
-                    f"({shown} < {SWAP_MIN})"
-                )
+            # "the new email address" keeps "new address": the modifiers before the word
+            near = _modifiers(claim, i, -side)
+            for replaced, s, k in support_pairs:
+                if not _same(s, anchor) or _same(replaced, w) or _NUMERIC.search(replaced.text):
+                    continue
+                if count(support_pairs, replaced, s) <= count(claim_pairs, replaced, s):
+                    continue  # the claim keeps every "gift card" the passage has
+                if any(_same(replaced, c) for c in near):
+                    continue
+                if side < 0 and not _phrase_final(support, k):
+                    continue
+                if _uses(claim, replaced) >= _uses(support, replaced):
+                    continue  # the claim says the passage's word as often: moved, not replaced
+                if are_contrasts(w, replaced):
+                    reasons.append(f"says {w.text!r} where the passage says {replaced.text!r}")
+                    continue
+                if not _slot_word(replaced) or are_synonyms(w, replaced):
+                    continue
+                sim = _cosine(claim, i, support, k)
+                if sim is None or sim < SWAP_MIN:
+                    shown = "?" if sim is None else f"{sim:.2f}"
+                    reasons.append(
+                        f"replaces {replaced.text!r} with {w.text!r} next to {anchor.text!r} "
+                        f"({shown} < {SWAP_MIN})"
+                    )
     return list(dict.fromkeys(reasons))
+
+
+def _uses(aligned: Aligned, word: Word) -> int:
+    return sum(1 for w in aligned.words if _same(w, word))
+
+
+def _modifiers(aligned: Aligned, i: int, step: int) -> list[Word]:
+    """The content words running on from word i with nothing but spaces between them."""
+    found = []
+    for w in _phrase(aligned, i, step):
+        if not w.content:
+            break
+        found.append(w)
+    return found
+
+
+def _phrase_final(aligned: Aligned, i: int) -> bool:
+    """Word i ends its phrase: punctuation or the end of the text follows it."""
+    return not _phrase(aligned, i, 1)
+
+
+def _slot_pairs(aligned: Aligned, side: int) -> list[tuple[Word, Word, int]]:
+    """(word, its neighbour on `side`, the word's index) for adjacent word pairs."""
+    ws = aligned.words
+    pairs = []
+    for i in range(len(ws)):
+        n = i + side
+        if 0 <= n < len(ws):
+            left, right = (ws[i], ws[n]) if side > 0 else (ws[n], ws[i])
+            if _adjacent(aligned.text, left, right):
+                pairs.append((ws[i], ws[n], i))
+    return pairs
 
 
 def contrast_reasons(claim: Aligned, support: Aligned) -> list[str]:

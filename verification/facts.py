@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from verification.lexicon import root, synonyms_of
 from verification.text import STOPWORDS, content_words, words
 
 # --------------------------------------------------------------------------- numbers
@@ -54,9 +55,13 @@ def _value(token: str) -> str | None:
     return digits.rstrip("0").rstrip(".") if "." in digits else digits
 
 
+_ONE_TIME = re.compile(r"\b(?:a single|one) time\b", re.I)  # "used one time" = "used once"
+
+
 def quantities(text: str) -> set[tuple[str, str | None]]:
     """(value, unit) pairs: "30 days" -> ("30", "day"), "a year" -> ("1", "year"), "$6.95"."""
     text = text.replace("’", "'").replace("–", "-").replace("noon", "12 pm")
+    text = _ONE_TIME.sub("once", text)
     tokens = _NUMBER_TOKEN.findall(re.sub(r"(\d)-(?=[a-z])", r"\1 ", text))
     found: set[tuple[str, str | None]] = set()
     for i, token in enumerate(tokens):
@@ -125,6 +130,8 @@ _NOT_NEGATIONS = re.compile(
     r"\bno (?:more|later|less|fewer|earlier) than\b|\b(?:at )?no (?:extra )?(?:charge|cost)\b"
     r"|\b(?:pay|pays|costs?) nothing\b|\bnothing to pay\b"
 )
+# "an array rather than a linked list" says "an array, not a linked list".
+_NEGATING_PHRASES = re.compile(r"\b(?:rather than|instead of)\b")
 _COMPOUND = re.compile(r"\b[a-z]+(?:-[a-z]+)+\b")
 
 
@@ -137,11 +144,18 @@ def _compounds_marked(text: str) -> str:
 
 
 def _prefix_negations(text: str, other: str) -> str:
-    """ "unsafe" -> "not safe" when the other text says "safe" (likewise im-, in-, non)."""
+    """ "unsafe" -> "not safe" when the other text says "safe" (likewise im-, in-, non); an un-
+    word also when the other text says a synonym ("unnecessary" against "need")."""
     other_words = set(words(other))
+    other_roots = {root(w) for w in other_words}
+
+    def said(prefix: str, word: str) -> bool:
+        # "unnecessary" against "need" (un- only: "incoming" is no "not coming")
+        return word in other_words or (prefix == "un" and bool(synonyms_of(word) & other_roots))
 
     def expand(match: re.Match) -> str:
-        return f"not {match.group(2)}" if match.group(2) in other_words else match.group(0)
+        prefix, word = match.group(1), match.group(2)
+        return f"not {word}" if said(prefix, word) else match.group(0)
 
     return re.sub(r"\b(un|im|in|non)([a-z]{4,})\b", expand, text)
 
@@ -152,6 +166,7 @@ def negations(text: str, other: str = "") -> int:
     low = _compounds_marked(_NOT_NEGATIONS.sub(" ", low))
     if other:
         low = _prefix_negations(low, other.lower())
+    low = _NEGATING_PHRASES.sub(" not ", low)
     return sum(1 for w in words(low) if w in NEGATION_CUES or w.endswith("n't"))
 
 
@@ -207,11 +222,12 @@ _PHRASES = {
     "most often": "usually",
 }
 _JUST_A_NUMBER = re.compile(
-    r"\bjust (?=(?:\d|one|two|three|four|five|six|seven|eight|nine|ten|a single)\b)"
+    r"\bjust (?=(?:\d|one|two|three|four|five|six|seven|eight|nine|ten|a single|the|a|an)\b)"
 )
 _SUPERLATIVE = re.compile(r"\b(?:the|a) most \w+")
 
 
+_EACH = re.compile(r"\b(?:each|any)\b")  # "every package" restates "each package"
 _LIMITS = frozenset({"only", "most", "may", "usually"})  # dropping one widens the claim
 
 
@@ -221,7 +237,7 @@ def _scope_words(text: str) -> tuple[set[str], bool]:
     low = _SUPERLATIVE.sub(" ", low)  # "the most common" is no quantifier
     low = re.sub(r"\bat all\b", " ", low)  # "not at all" is emphasis, not "all"
     low = re.sub(r"\bat (?:most|least)\b", " ", low)  # a bound, not a quantifier
-    low = _JUST_A_NUMBER.sub(" only ", low)  # "just one" = "only one"; "just over" is not
+    low = _JUST_A_NUMBER.sub(" only ", low)  # "just one", "just the" = "only"; "just over" is not
     tokens = set(low.split())
     groups |= {g for g, members in _GROUPS.items() if tokens & members}
     return groups, bool(tokens & _UNIVERSAL)
@@ -233,7 +249,7 @@ def scope_reasons(claim: str, support: str) -> list[str]:
     support_groups, support_universal = _scope_words(support)
     added = claim_groups - support_groups - {"may"}  # a hedge the passage lacks is no new fact
     reasons = [f"scope word not in passage: {g}" for g in sorted(added)]
-    if claim_universal and not support_universal:
+    if claim_universal and not support_universal and not _EACH.search(" ".join(words(support))):
         reasons.append("claims all/every/always where the passage does not")
     for part, aligned in _alignment(claim, support):
         dropped = (_scope_words(aligned)[0] - _scope_words(part)[0]) & _LIMITS
@@ -259,6 +275,8 @@ _OPPOSITES = [
     ("unopened", "opened"), ("in place", "copy"), ("must", "may"),
     ("must", "optionally"),
 ]  # fmt: skip
+# A comparison the passage may state in another word ("under $50" for "below $50").
+_SAME_AS = {"under": ("below",), "below": ("under",), "over": ("above",), "above": ("over",)}
 _CONDITION_CUES = ("if", "unless", "when", "whenever", "once", "as long as", "provided", "only if")
 _CUE_GROUPS = {
     "an exception": ("unless", "except", "other than", "apart from", "besides"),
@@ -308,7 +326,8 @@ def condition_reasons(claim: str, support: str) -> list[str]:
     for a, b in _OPPOSITES:
         for mine, theirs in ((a, b), (b, a)):
             # "after discounts and after tax" against "after discounts and before tax"
-            mine_c, mine_s = _count_forms(c, mine), _count_forms(s, mine)
+            mine_c = _count_forms(c, mine)
+            mine_s = _count_forms(s, mine) + sum(_count(s, a) for a in _SAME_AS.get(mine, ()))
             if mine_c > mine_s and _count_forms(c, theirs) < _count_forms(s, theirs):
                 reasons.append(f"says {mine!r} where the passage says {theirs!r}")
     for name, cues in _CUE_GROUPS.items():
@@ -337,7 +356,7 @@ def names(text: str) -> list[tuple[str, bool]]:
     return found
 
 
-_NAMED_BY = frozenset({"module", "modules", "package", "packages"})
+_NAMED_BY = frozenset({"module", "modules"})
 
 
 def _lowercase_identifier(token: str, matches: list[re.Match], n: int) -> bool:

@@ -51,6 +51,9 @@ identical same equal
 state say
 contact call
 lightweight light
+under below
+over above
+contain hold
 reply answer respond
 """.strip().splitlines()
 
@@ -133,6 +136,10 @@ easy hard
 simple complex
 possible impossible
 likely unlikely
+each first
+every first
+each last
+every last
 sorted same
 """.strip().splitlines()
 
@@ -163,6 +170,12 @@ def are_synonyms(a: _Word, b: _Word) -> bool:
     """Both words in one synonym group (and not the same word)."""
     ka, kb = _keys(a), _keys(b)
     return not ka & kb and any(ka & g and kb & g for g in _SYNONYM_GROUPS)
+
+
+def synonyms_of(word: str) -> set[str]:
+    """The roots of the word's curated synonyms (empty when it has none)."""
+    key = root(word)
+    return {w for g in _SYNONYM_GROUPS if key in g for w in g} - {key}
 
 
 def are_contrasts(a: _Word, b: _Word) -> bool:
