@@ -62,6 +62,7 @@ include exclude
 before after
 hard soft
 same different
+same separate
 required optional
 mandatory optional
 allowed forbidden
