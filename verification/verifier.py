@@ -18,9 +18,9 @@ from verification.text import (
     strip_citations,
 )
 
-LEXICAL_MIN = 0.52  # share of the claim's content words the passage sentence licenses
+LEXICAL_MIN = 0.6  # share of the claim's content words the passage sentence licenses
 EMBED_MIN = 0.45
-UNLICENSED_MAX = 99  # content words of a claim that nothing in the passage sentence licenses
+UNLICENSED_MAX = 4  # claim content words that nothing in the passage sentence licenses
 MIN_CLAIM_WORDS = 3  # "Order A-1042." is a fragment, not an answer
 SUPPORT_SENTENCES = 3  # the passage sentences closest to a claim that may support it
 

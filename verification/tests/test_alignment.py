@@ -124,3 +124,19 @@ def test_curated_lists_match_any_inflection():
     assert are_synonyms(removed, deleting)
     assert not are_contrasts(removed, deleting)
     assert "need" in synonyms_of("necessary")
+
+
+def test_a_clause_of_new_content_is_rejected_even_when_most_words_match():
+    passage = (
+        "When your order ships from our Reno warehouse we email a tracking link, and tracking "
+        "usually starts updating within 24 hours on the carrier website."
+    )
+    claim = (
+        "When your order ships from our Reno warehouse we email a tracking link, tracking "
+        "usually starts updating within 24 hours, and a driver texts you a photo of the parcel "
+        "at your door."
+    )
+    (check,) = verify_answer(claim, [passage]).checks
+    assert not check.supported
+    assert check.lexical >= 0.6  # licensed recall alone would have let it through
+    assert "words the passage does not license" in " ".join(check.reasons)
