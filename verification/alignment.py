@@ -195,20 +195,17 @@ def licence(claim: Aligned, support: Aligned) -> Licence:
     if claim.vectors is not None and support.vectors is not None and support_content:
         cols = [i for i, w in enumerate(support.words) if w.content]
         sims = claim.vectors @ support.vectors[cols].T  # claim word x support content word
-    licensed, unlicensed = 0, []
-    for i, w in enumerate(claim.words):
-        if not w.content:
-            continue
-        if (
+    ok = [
+        w.content
+        and (
             _licensed_by_form(w, support_content)
-            or sims is not None
-            and float(sims[i].max()) >= ALIGN_MIN
-        ):
-            licensed += 1
-        else:
-            unlicensed.append(w.text)
+            or (sims is not None and float(sims[i].max()) >= ALIGN_MIN)
+        )
+        for i, w in enumerate(claim.words)
+    ]
+    unlicensed = [w.text for w, good in zip(claim.words, ok, strict=True) if w.content and not good]
     reasons = swap_reasons(claim, support) + contrast_reasons(claim, support)
-    return Licence(licensed / len(content), unlicensed, list(dict.fromkeys(reasons)))
+    return Licence(sum(ok) / len(content), unlicensed, list(dict.fromkeys(reasons)))
 
 
 def _cosine(a: Aligned, i: int, b: Aligned, j: int) -> float | None:

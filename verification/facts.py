@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from verification.lexicon import root, synonyms_of
+from verification.lexicon import contrasts, root, synonyms_of
 from verification.text import STOPWORDS, content_words, words
 
 # --------------------------------------------------------------------------- numbers
@@ -131,7 +131,10 @@ _NOT_NEGATIONS = re.compile(
     r"|\b(?:pay|pays|costs?) nothing\b|\bnothing to pay\b"
 )
 # "an array rather than a linked list" says "an array, not a linked list".
-_NEGATING_PHRASES = re.compile(r"\b(?:rather than|instead of)\b")
+# "stops working" says "no longer works"; "differs from" says "is not the same as".
+_NEGATING_PHRASES = re.compile(
+    r"\b(?:rather than|instead of|(?:stops?|stopped|ceases?) (?:to )?\w+ing|differs? from)\b"
+)
 _COMPOUND = re.compile(r"\b[a-z]+(?:-[a-z]+)+\b")
 
 
@@ -200,7 +203,18 @@ def negation_reasons(claim: str, support: str) -> list[str]:
         f"negation differs: {part!r} vs {aligned!r}"
         for part, aligned in _alignment(claim, support)
         if negations(part, aligned) != negations(aligned, part)
+        and not _negated_contrast(
+            part, aligned, negations(part, aligned) - negations(aligned, part)
+        )
     ]
+
+
+def _negated_contrast(part: str, aligned: str, difference: int) -> bool:
+    """One negation more and a contrast word instead ("a bad idea" for "not a good idea")."""
+    if abs(difference) != 1:
+        return False
+    mine, theirs = set(words(part)), set(words(aligned))
+    return any(contrasts(a, b) for a in mine - theirs for b in theirs - mine)
 
 
 # --------------------------------------------------------------------------- scope

@@ -133,6 +133,7 @@ physical digital
 cheap expensive
 sorted unsorted
 easy difficult
+good bad
 easy hard
 simple complex
 possible impossible
@@ -177,6 +178,12 @@ def synonyms_of(word: str) -> set[str]:
     """The roots of the word's curated synonyms (empty when it has none)."""
     key = root(word)
     return {w for g in _SYNONYM_GROUPS if key in g for w in g} - {key}
+
+
+def contrasts(a: str, b: str) -> bool:
+    """Two words (any inflection) are a curated contrast pair."""
+    ka, kb = root(a), root(b)
+    return ka != kb and any(ka in g and kb in g for g in _CONTRAST_PAIRS)
 
 
 def are_contrasts(a: _Word, b: _Word) -> bool:

@@ -147,6 +147,18 @@ def test_changed_facts_in_other_forms_are_caught(check, claim, support):
             "Readers of the forum find it unnecessary to join the mailing list.",
         ),
         ("We keep just the card brand.", "We only keep the card brand."),
+        (
+            "Remove the app and the plugin stops working.",
+            "Remove the app and the plugin no longer works.",
+        ),
+        (
+            "The search path differs from the one Windows uses.",
+            "The search path is not the same as the one Windows uses.",
+        ),
+        (
+            "Static objects with constructors are a bad idea.",
+            "Static objects with constructors are not a good idea.",
+        ),
         ("Every package gets a tracking link.", "Each package gets its own tracking link."),
         ("The reset code works a single time.", "The reset code works once."),
         ("Then i % j is at most 0.", "When j is negative, i % j is <= 0."),
