@@ -17,10 +17,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from verification.lexicon import are_contrasts, are_synonyms
+from verification.lexicon import are_contrasts, are_synonyms, contrasts_of, root
 from verification.text import NEGATIONS, STOPWORDS, stem
 
 # A word the passage does not contain is licensed when its contextual vector is this close to
@@ -151,6 +152,7 @@ class WordVectorCache:
         return [found[t] for t in texts]
 
 
+@lru_cache(maxsize=65536)
 def variant(a: str, b: str) -> bool:
     """Morphological variants: one stem a prefix of the other ("edit"/"editor") or a shared
     prefix of five letters covering most of the shorter ("deletion"/"delete")."""
@@ -170,10 +172,9 @@ def variant(a: str, b: str) -> bool:
 
 
 def _licensed_by_form(word: Word, others: Sequence[Word]) -> bool:
-    return any(
-        o.content and (o.stem == word.stem or variant(word.text, o.text) or are_synonyms(word, o))
-        for o in others
-    )
+    if any(o.content and o.stem == word.stem for o in others):
+        return True
+    return any(o.content and (variant(word.text, o.text) or are_synonyms(word, o)) for o in others)
 
 
 @dataclass
@@ -326,11 +327,17 @@ def contrast_reasons(claim: Aligned, support: Aligned) -> list[str]:
     """A claim word whose curated contrast the passage says instead ("sender" where the
     passage says "recipient"): the claim lacks the passage's word, the passage the claim's."""
     reasons = []
+    claim_roots = {root(w.text) for w in claim.words}
+    support_roots = {root(w.text) for w in support.words}
     for w in claim.words:
+        partners = contrasts_of(w.text) & support_roots
+        if not partners or root(w.text) in support_roots:
+            continue
         if any(_same(w, s) for s in support.words):
             continue
         for s in support.words:
-            if are_contrasts(w, s) and not any(_same(s, c) for c in claim.words):
+            said = root(s.text) in claim_roots or any(_same(s, c) for c in claim.words)
+            if root(s.text) in partners and not said:
                 reasons.append(f"says {w.text!r} where the passage says {s.text!r}")
     return list(dict.fromkeys(reasons))
 

@@ -10,6 +10,7 @@ specific than its source (dropping a number is not a changed fact; adding one is
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from verification.lexicon import contrasts, root, synonyms_of
 from verification.text import STOPWORDS, content_words, words
@@ -316,11 +317,16 @@ def _forms(word: str) -> str:
     return rf"{w}(?:s|es|ed|ing|{doubled}ed|{doubled}ing)?" if doubled else rf"{w}(?:s|es|ed|ing)?"
 
 
+@lru_cache(maxsize=1024)
+def _phrase_pattern(phrase: str) -> re.Pattern:
+    """A phrase; a one-word phrase of four letters or more in any of its inflections."""
+    body = re.escape(phrase) if " " in phrase or len(phrase) < 4 else _forms(phrase)
+    return re.compile(rf"(?<!\w){body}(?!\w)")
+
+
 def _count_forms(text: str, phrase: str) -> int:
     """Occurrences of a phrase; a one-word phrase in any of its inflections."""
-    if " " in phrase or len(phrase) < 4:
-        return _count(text, phrase)
-    return len(re.findall(rf"(?<!\w){_forms(phrase)}(?!\w)", text))
+    return len(_phrase_pattern(phrase).findall(text))
 
 
 _BOUND_SIGNS = {"<=": " at most ", "≤": " at most ", ">=": " at least ", "≥": " at least "}

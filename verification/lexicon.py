@@ -7,6 +7,7 @@ changed fact even where the contextual vectors of the two words are close.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Protocol
 
 from verification.text import stem
@@ -150,43 +151,47 @@ class _Word(Protocol):
     text: str
 
 
+@lru_cache(maxsize=65536)
 def root(word: str) -> str:
     """The stem without a final e, so "include", "includes" and "including" meet."""
     base = stem(word)
     return base[:-1] if len(base) > 3 and base.endswith("e") else base
 
 
-def _index(lines: list[str]) -> list[frozenset[str]]:
-    return [frozenset(root(w) for w in line.split()) for line in lines]
+def _partners(lines: list[str]) -> dict[str, frozenset[str]]:
+    """Each word's root -> the roots it shares a line with."""
+    found: dict[str, set[str]] = {}
+    for line in lines:
+        roots = {root(w) for w in line.split()}
+        for r in roots:
+            found.setdefault(r, set()).update(roots - {r})
+    return {r: frozenset(others) for r, others in found.items()}
 
 
-_SYNONYM_GROUPS = _index(_SYNONYMS)
-_CONTRAST_PAIRS = _index(_CONTRASTS)
-
-
-def _keys(word: _Word) -> set[str]:
-    return {root(word.text)}
+_SYNONYMS_OF = _partners(_SYNONYMS)
+_CONTRASTS_OF = _partners(_CONTRASTS)
 
 
 def are_synonyms(a: _Word, b: _Word) -> bool:
     """Both words in one synonym group (and not the same word)."""
-    ka, kb = _keys(a), _keys(b)
-    return not ka & kb and any(ka & g and kb & g for g in _SYNONYM_GROUPS)
+    return root(b.text) in _SYNONYMS_OF.get(root(a.text), ())
 
 
-def synonyms_of(word: str) -> set[str]:
+def synonyms_of(word: str) -> frozenset[str]:
     """The roots of the word's curated synonyms (empty when it has none)."""
-    key = root(word)
-    return {w for g in _SYNONYM_GROUPS if key in g for w in g} - {key}
+    return _SYNONYMS_OF.get(root(word), frozenset())
+
+
+def contrasts_of(word: str) -> frozenset[str]:
+    """The roots of the word's curated contrasts (empty when it has none)."""
+    return _CONTRASTS_OF.get(root(word), frozenset())
 
 
 def contrasts(a: str, b: str) -> bool:
     """Two words (any inflection) are a curated contrast pair."""
-    ka, kb = root(a), root(b)
-    return ka != kb and any(ka in g and kb in g for g in _CONTRAST_PAIRS)
+    return root(b) in contrasts_of(a)
 
 
 def are_contrasts(a: _Word, b: _Word) -> bool:
     """The words are a curated contrast pair (either order)."""
-    ka, kb = _keys(a), _keys(b)
-    return not ka & kb and any(ka & g and kb & g for g in _CONTRAST_PAIRS)
+    return contrasts(a.text, b.text)

@@ -141,21 +141,25 @@ class PassageVerifier:
         n = len(self.passage_texts)
         cited = [i for i in cited_indexes(raw) if 1 <= i <= n]
         candidates = [i - 1 for i in cited] or list(range(n))
-        best: SentenceCheck | None = None
+        pairs = []  # (passage, passage sentence): each passage's closest sentences
         for p in candidates:
             cols = sorted(
                 (j for j, owner in enumerate(self.owners) if owner == p), key=lambda c: -sims[c]
             )
-            for j in cols[:SUPPORT_SENTENCES]:
-                ok, lexical, reasons = _check_against(
-                    sentence, self.flat[j], float(sims[j]), claim, self.flat_words[j]
-                )
-                check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
-                if best is None or (check.supported, check.semantic) > (
-                    best.supported,
-                    best.semantic,
-                ):
-                    best = check
+            pairs += [(p, j) for j in cols[:SUPPORT_SENTENCES]]
+        pairs.sort(key=lambda pj: -sims[pj[1]])
+        best: SentenceCheck | None = None
+        for p, j in pairs:
+            if best is not None and sims[j] < EMBED_MIN:
+                break  # it cannot be supported, nor outrank the closest sentence already checked
+            ok, lexical, reasons = _check_against(
+                sentence, self.flat[j], float(sims[j]), claim, self.flat_words[j]
+            )
+            check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
+            if best is None or (check.supported, check.semantic) > (best.supported, best.semantic):
+                best = check
+            if ok:
+                break  # the closest supporting sentence: every later one is less close
         if best is None:  # candidates is never empty when passages exist
             raise ValueError("no candidate passages")
         foreign = [i for i in cited_indexes(raw) if not 1 <= i <= n]
