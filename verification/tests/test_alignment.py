@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from knowledge.embeddings import embed_tokens
+from knowledge.embeddings import EmbeddingError, embed_tokens
 from verification import PassageVerifier, verify_answer
 from verification.alignment import WordVectorCache, licence, variant, words_of
 from verification.lexicon import are_contrasts, are_synonyms, synonyms_of
@@ -140,3 +140,23 @@ def test_a_clause_of_new_content_is_rejected_even_when_most_words_match():
     assert not check.supported
     assert check.lexical >= 0.6  # licensed recall alone would have let it through
     assert "words the passage does not license" in " ".join(check.reasons)
+
+
+def _flat(texts):
+    return [[1.0] + [0.0] * 383 for _ in texts]
+
+
+def test_a_remote_embedding_backend_checks_word_forms_and_lists_only(settings):
+    settings.KNOWLEDGE_EMBEDDINGS_BACKEND = "openai"
+    with pytest.raises(EmbeddingError, match="local embedding model"):
+        embed_tokens(["Token vectors need the local model."])
+    verifier = PassageVerifier([KLARNA], embed=_flat)
+    assert verifier.word_vectors.token_embed is None
+    swapped, kept = verifier.check_many(
+        [
+            "Klarna runs a hard credit check when you choose it at checkout.",
+            "Klarna runs a soft credit check when you select it at checkout.",
+        ]
+    )
+    assert not swapped.supported
+    assert kept.supported, kept.reasons
