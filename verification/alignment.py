@@ -35,40 +35,13 @@ TokenEmbed = Callable[[list[str]], list[tuple[list[tuple[int, int]], np.ndarray]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # Adverbs and prepositions: no slot of their own (a paraphrase moves them freely).
-_LOOSE = frozenset(
-    [
-        "still",
-        "yet",
-        "even",
-        "already",
-        "simply",
-        "really",
-        "actually",
-        "ever",
-        "now",
-        "then",
-        "also",
-        "within",
-        "during",
-        "until",
-        "via",
-        "per",
-        "through",
-        "across",
-        "among",
-        "onto",
-        "upon",
-        "toward",
-        "towards",
-        "without",
-        "between",
-        "along",
-    ]
-)
+_LOOSE = frozenset({
+    "still", "yet", "even", "already", "simply", "really", "actually", "ever", "now", "then",
+    "also", "within", "during", "until", "via", "per", "through", "across", "among", "onto",
+    "upon", "toward", "towards", "without", "between", "along",
+})  # fmt: skip
 # Numbers and times are the number check's business.
 _NUMERIC = re.compile(r"\d|^(?:noon|midnight|pm|am)$")
-# The claim keeps the passage's word when it says it this close before the shared word.
-_NEAR = 3
 
 
 @dataclass(frozen=True)
