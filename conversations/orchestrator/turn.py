@@ -41,6 +41,7 @@ from conversations.orchestrator.handoff import hand_off, request_handoff
 from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
 from handoffs.models import Handoff
 from inference import gateway, yields
+from inference.errors import TenantRateLimited
 from knowledge import selectors as knowledge
 from supportbot.db_connections import connections_release
 from supportbot.observability import tracing
@@ -48,6 +49,9 @@ from supportbot.observability import tracing
 logger = logging.getLogger(__name__)
 
 MAX_PASSAGES = 4
+# Refusals that say nothing about the model: the tenant's token budget or concurrency is spent.
+# The answer is extractive as for any failure, but they never count towards a handoff.
+NOT_MODEL_FAILURES = frozenset({TenantRateLimited.code})
 FOLLOW_UP_MAX_WORDS = 4
 
 
@@ -376,6 +380,8 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
             )
         )
     outcome = await finish(turn, draft, stream=not emitted)
+    if error in NOT_MODEL_FAILURES:
+        return outcome  # the tenant's own budget said no: answered extractively, no person needed
     if error:
         failures = await db(services.conversation_count_model_failure)(
             conversation_id=conversation.pk

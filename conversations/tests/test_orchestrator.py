@@ -164,3 +164,60 @@ def test_questions_with_personal_data_are_not_cached(help_center, tenant, custom
     ask(conv_a, "How long does shipping take for order A-1042?", "a1")
     again = ask(conv_b, "How long does shipping take for order A-1042?", "b1")
     assert not again.reply.meta.get("cached")
+
+
+@pytest.fixture
+def failing_model(monkeypatch):
+    """A worker the policy tries for every answer, whose stream fails with `failing_model.exc`."""
+    from inference import gateway, yields
+
+    state = type("Failing", (), {"exc": None})()
+
+    async def stream_chat(**kwargs):
+        raise state.exc
+        yield  # an async generator, as the gateway's
+
+    monkeypatch.setattr(gateway, "gateway_available", lambda: True)
+    monkeypatch.setattr(gateway, "stream_chat", stream_chat)
+    monkeypatch.setattr(yields, "should_generate", lambda model: (True, "yield_ok"))
+    monkeypatch.setattr(yields, "model_for_role", lambda role="primary": "smollm2-135m")
+    return state
+
+
+def test_a_model_failing_twice_in_a_conversation_hands_it_to_a_person(
+    help_center, conversation, failing_model
+):
+    from inference.errors import StreamBroken
+
+    failing_model.exc = StreamBroken("worker died", partial_text="")
+    first = ask(conversation, "How long does standard shipping take?", "f1")
+    second = ask(conversation, "How much does express shipping cost?", "f2")
+
+    assert first.reply.kind == second.reply.kind == Message.Kind.EXTRACTIVE
+    assert second.reply.meta["inference_error"] == "inference_stream_broken"
+    handoff = Handoff.objects.get(conversation=conversation)
+    assert handoff.reason == Handoff.Reason.MODEL_FAILURE
+
+
+def test_a_spent_token_budget_is_answered_extractively_and_never_hands_off(
+    help_center, conversation, failing_model
+):
+    """The tenant's own budget refusing generation is no model failure: a busy hour must not
+    send every conversation to the agents."""
+    from inference.errors import TenantRateLimited
+
+    failing_model.exc = TenantRateLimited("tenant token budget exhausted", retry_after=5)
+    replies = [
+        ask(conversation, text, f"b{i}").reply
+        for i, text in enumerate(
+            [
+                "How long does standard shipping take?",
+                "How much does express shipping cost?",
+                "Do you ship to Canada?",
+            ]
+        )
+    ]
+
+    assert [r.kind for r in replies] == [Message.Kind.EXTRACTIVE] * 3
+    assert replies[-1].meta["inference_error"] == "inference_tenant_rate_limited"
+    assert not Handoff.objects.filter(conversation=conversation).exists()
