@@ -21,12 +21,19 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.embeddings import BATCH_SIZE, embed_texts
-from knowledge.extraction import ExtractionError, Limits, detect_content_type, extract
+from knowledge.extraction import (
+    EXTRACTOR_VERSION,
+    ExtractionError,
+    Limits,
+    detect_content_type,
+    extract,
+)
 from knowledge.models import Chunk, Document, DocumentVersion
 from knowledge.selectors import tenant_vector_index_name, tenant_vector_state
 from supportbot.errors import ApplicationError, Conflict, NotFound
@@ -441,7 +448,9 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
     drafts = chunk_document(extracted)
     if not drafts:
         raise ExtractionError("The file has headings but no body text to index.")
-    DocumentVersion.objects.filter(pk=source.pk).update(text=extracted.text)
+    DocumentVersion.objects.filter(pk=source.pk).update(
+        text=extracted.text, extractor_version=EXTRACTOR_VERSION
+    )
 
     stored = _stored_ordinals(document_id=document_id, version=version, drafts=drafts)
     if not _status_set(
@@ -680,6 +689,81 @@ def document_reindex(*, tenant: Tenant, document_id: int, actor: Actor) -> Docum
     knowledge_revision_bump(tenant=tenant)
     _enqueue_index(document)
     return document
+
+
+@transaction.atomic
+def document_reextract(*, document_id: int, actor: Actor) -> Document | None:
+    """Index a ready document again from its stored file as a new version, when the live
+    version was extracted by an older extractor; return it, or None when nothing was due.
+
+    The live version stays searchable until the new one is ready (as for a new upload);
+    answers that cited the old one keep resolving. Safe to run twice: the second run finds
+    the document pending (or the new version current) and does nothing."""
+    document = Document.objects.select_for_update().filter(pk=document_id).first()
+    if (
+        document is None
+        or document.status != Document.Status.READY
+        or document.live_version != document.version
+    ):
+        return None
+    live = DocumentVersion.objects.get(document=document, version=document.live_version)
+    if live.extractor_version >= EXTRACTOR_VERSION:
+        return None
+    try:
+        with live.file.open("rb") as fh:
+            data = fh.read()
+    except OSError as exc:  # the stored file is gone: keep serving what was indexed
+        logger.warning("knowledge document %s: cannot re-extract: %s", document.pk, exc)
+        return None
+    document.version += 1
+    document.status = Document.Status.PENDING
+    document.error = ""
+    document.chunks_done = document.chunks_total = document.attempts = 0
+    document.save()
+    new = _version_create(
+        document=document,
+        version=document.version,
+        data=data,
+        filename=live.filename,
+        content_type=live.content_type,
+        user=None,
+    )
+    DocumentVersion.objects.filter(pk=new.pk).update(audience=live.audience, segments=live.segments)
+    audit_event_record(
+        tenant=document.tenant,
+        actor=actor,
+        action="knowledge.document.reextracted",
+        target_type="knowledge_document",
+        target_id=document.pk,
+        data={
+            "version": document.version,
+            "from_extractor": live.extractor_version,
+            "to_extractor": EXTRACTOR_VERSION,
+        },
+    )
+    knowledge_revision_bump(tenant=document.tenant)
+    _enqueue_index(document)
+    return document
+
+
+def documents_reextract_outdated(*, limit: int = 200, tenant_id: int | None = None) -> list[int]:
+    """Re-index (`document_reextract`) up to `limit` ready documents (of one tenant, or all)
+    whose live version an older extractor made; return their ids. Scheduled daily, and
+    `manage.py reindex_outdated` runs it at once (after an upgrade)."""
+    outdated = DocumentVersion.objects.filter(
+        document__live_version=F("version"),
+        document__version=F("version"),
+        document__status=Document.Status.READY,
+        extractor_version__lt=EXTRACTOR_VERSION,
+    )
+    if tenant_id is not None:
+        outdated = outdated.filter(tenant_id=tenant_id)
+    due = list(outdated.order_by("document_id").values_list("document_id", flat=True)[:limit])
+    done = []
+    for document_id in due:
+        if document_reextract(document_id=document_id, actor=Actor.system("reindex")):
+            done.append(document_id)
+    return done
 
 
 @transaction.atomic

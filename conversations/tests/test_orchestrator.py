@@ -44,7 +44,9 @@ def test_help_center_question_gets_an_answer_citing_the_right_document(help_cent
     assert reply.state == Message.State.DELIVERED
     assert "store credit" in reply.text
     assert reply.citations[0]["document_id"] == help_center["returns"].pk
-    assert reply.citations[0]["quote"] in reply.text
+    assert reply.text.startswith("“")  # the quote itself, no opener before it
+    card = reply.citations[0]["quote"]
+    assert card == "" or (card not in reply.text)  # never the reply's quote a second time
     outcome.customer_message.refresh_from_db()
     assert outcome.customer_message.state == Message.State.ANSWERED
     assert events.types() == [
@@ -164,3 +166,12 @@ def test_questions_with_personal_data_are_not_cached(help_center, tenant, custom
     ask(conv_a, "How long does shipping take for order A-1042?", "a1")
     again = ask(conv_b, "How long does shipping take for order A-1042?", "b1")
     assert not again.reply.meta.get("cached")
+
+
+def test_a_follow_up_is_searched_with_the_question_it_follows(help_center, conversation):
+    first = ask(conversation, "Do you ship to Canada?", "f1").reply
+    assert "Canada" in first.text
+    reply = ask(conversation, "how long does it take to get there?", "f2").reply
+    assert reply.kind == Message.Kind.EXTRACTIVE
+    assert "7-14 business days" in reply.text
+    assert reply.citations[0]["heading"] == "International shipping"

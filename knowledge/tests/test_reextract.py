@@ -1,0 +1,104 @@
+"""Re-index on upgrade: the extractor version per document version, outdated documents
+indexed again as a new version (the old one serving until it is ready)."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from knowledge import services
+from knowledge.extraction import EXTRACTOR_VERSION
+from knowledge.models import Chunk, Document, DocumentVersion
+from supportbot.models import AuditEvent
+
+from .conftest import upload_and_index
+
+
+def _outdated(document: Document) -> None:
+    """Make the live version look extracted by the extractor before versions existed."""
+    DocumentVersion.objects.filter(document=document).update(extractor_version=0)
+
+
+def test_indexing_stores_the_extractor_version(tenant):
+    document = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
+    version = DocumentVersion.objects.get(document=document, version=document.version)
+    assert version.extractor_version == EXTRACTOR_VERSION
+
+
+def test_outdated_documents_are_reindexed_as_a_new_version_with_the_same_audience(tenant):
+    document = upload_and_index(
+        tenant,
+        "club.md",
+        b"# Club\n\n- Free expedited shipping\n- 2 free repairs\n",
+        audience="segments",
+        segments=["summit-club"],
+    )
+    _outdated(document)
+    assert services.documents_reextract_outdated() == [document.pk]
+    document.refresh_from_db()
+    assert (document.version, document.live_version, document.status) == (2, 1, "pending")
+    # The old version stays searchable until the new one is ready.
+    assert Chunk.objects.filter(document=document, version=1, is_live=True).exists()
+    services.document_index(document_id=document.pk, version=2)
+    document.refresh_from_db()
+    new = DocumentVersion.objects.get(document=document, version=2)
+    assert (document.live_version, new.extractor_version) == (2, EXTRACTOR_VERSION)
+    assert (new.audience, new.segments) == ("segments", ["summit-club"])
+    assert "Free expedited shipping" in new.text
+    live = Chunk.objects.get(document=document, is_live=True)
+    assert (live.version, live.segments) == (2, ["summit-club"])
+    assert AuditEvent.objects.filter(action="knowledge.document.reextracted").count() == 1
+    assert services.documents_reextract_outdated() == []  # nothing left: safe to run again
+
+
+def test_current_failed_or_pending_documents_are_left_alone(tenant):
+    current = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
+    failed = upload_and_index(tenant, "b.pdf", b"%PDF-1.4 not really")
+    _outdated(failed)
+    assert failed.status == Document.Status.FAILED
+    assert services.documents_reextract_outdated() == []
+    assert Document.objects.get(pk=current.pk).version == 1
+
+
+def test_a_missing_stored_file_skips_that_document_and_keeps_it_serving(tenant):
+    gone = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
+    kept = upload_and_index(tenant, "b.md", b"# B\n\nShipping takes 3-7 days.\n")
+    _outdated(gone)
+    _outdated(kept)
+    version = DocumentVersion.objects.get(document=gone, version=1)
+    version.file.storage.delete(version.file.name)
+    assert services.documents_reextract_outdated() == [kept.pk]
+    gone.refresh_from_db()
+    assert (gone.status, gone.version, gone.live_version) == ("ready", 1, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_reextracting_at_once_make_one_new_version(tenant):
+    document = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
+    _outdated(document)
+    barrier = threading.Barrier(2)
+    results = []
+
+    def run():
+        try:
+            barrier.wait(30)
+            results.append(services.documents_reextract_outdated())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(results, key=len) == [[], [document.pk]]
+    assert DocumentVersion.objects.filter(document=document).count() == 2
+
+
+def test_reextracting_one_tenant_leaves_the_others_documents_alone(tenant, other_tenant):
+    mine = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
+    theirs = upload_and_index(other_tenant, "b.md", b"# B\n\nShipping takes 3-7 days.\n")
+    _outdated(mine)
+    _outdated(theirs)
+    assert services.documents_reextract_outdated(tenant_id=tenant.pk) == [mine.pk]
+    assert Document.objects.get(pk=theirs.pk).version == 1
