@@ -19,7 +19,7 @@ import numpy as np
 
 from verification import content_words, split_sentences
 
-MIN_WORDS = 40
+MIN_WORDS = 50
 MAX_WORDS = 90
 # A second passage adds a shorter window: one or two sentences of another section.
 SECOND_MIN_WORDS, SECOND_MAX_WORDS = 12, 45
@@ -115,15 +115,21 @@ def window(
     *,
     min_words: int = MIN_WORDS,
     max_words: int = MAX_WORDS,
+    lead: bool = False,
 ) -> Window:
-    """The contiguous window around the best unit (see the module docstring)."""
+    """The contiguous window around the best unit (see the module docstring); with `lead`
+    (the passage sits under a heading that asks the question) it starts at the passage's
+    first unit whenever the best one is within reach."""
     best = max(range(len(units)), key=lambda i: (scores[i], -i))
     first = last = best
-    if best > 0 and units[best - 1].text.rstrip().endswith(":"):
-        first = best - 1  # "Make sure that:" / "Then do this:" introduces what follows
 
     def words(a: int, b: int) -> int:
         return sum(u.words for u in units[a : b + 1])
+
+    if lead and words(0, best) <= max_words:
+        first = 0
+    elif best > 0 and units[best - 1].text.rstrip().endswith(":"):
+        first = best - 1  # "Make sure that:" / "Then do this:" introduces what follows
 
     while last + 1 < len(units) and words(first, last) < min_words:
         if words(first, last + 1) > max_words:
@@ -150,13 +156,35 @@ def compose(
     avoid: str = "",
     min_words: int = MIN_WORDS,
     max_words: int = MAX_WORDS,
+    lead: bool = False,
 ) -> Window | None:
     """The window of `text` that answers `query` (None when the passage has no text)."""
     units = passage_units(text)
     if not units:
         return None
     scores = unit_scores(query, units, embed=embed, context=context, avoid=avoid)
-    return window(text, units, scores, min_words=min_words, max_words=max_words)
+    return window(text, units, scores, min_words=min_words, max_words=max_words, lead=lead)
+
+
+def heading_similarity(
+    query: str, headings: Sequence[str], *, embed: Callable[[list[str]], list], context: str = ""
+) -> list[float]:
+    """How well each passage's own heading (in an FAQ: the question) matches the question:
+    cosine, plus the previous question's at CONTEXT_WEIGHT for a follow-up."""
+    wanted = [h for h in dict.fromkeys(headings) if h]
+    if not wanted:
+        return [0.0 for _ in headings]
+    texts = [query, *([context] if context else []), *wanted]
+    vectors = np.asarray(embed(texts), dtype=np.float32)
+    offset = 2 if context else 1
+    sims = {}
+    for i, heading in enumerate(wanted):
+        vec = vectors[offset + i]
+        sim = float(vectors[0] @ vec)
+        if context:
+            sim += CONTEXT_WEIGHT * float(vectors[1] @ vec)
+        sims[heading] = sim
+    return [sims.get(h, 0.0) for h in headings]
 
 
 CARD_CHARS = 400

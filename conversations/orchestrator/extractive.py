@@ -13,7 +13,17 @@ from verification import content_words, split_sentences
 
 EXTRACTIVE_PROMPT_VERSION = "extractive-v2"
 # A second passage (another section) is quoted too when its search evidence is this close.
-SECOND_PASSAGE_RATIO = 0.9
+SECOND_PASSAGE_RATIO = 0.8
+CANDIDATES = 6
+# Passages are ranked by search evidence plus this share of their heading's similarity to the
+# question: in an FAQ the heading is the question, and the entry under it is the answer.
+HEADING_WEIGHT = 0.3
+# A heading this similar to the question makes its passage's lead the start of the quote.
+LEAD_MIN_SIM = 0.5
+
+
+def _section(passage) -> tuple:
+    return (passage.document_id, tuple(passage.heading_path))
 
 
 def extractive_draft(
@@ -24,26 +34,32 @@ def extractive_draft(
     context: str = "",
     avoid: str = "",
 ) -> Draft:
-    """Quote the best passage as one contiguous window around its best sentence
-    (`compose`), and a shorter one of a second passage from another section when its
-    evidence is nearly as strong; each quote cited, its card showing the passage around it.
+    """Quote the best passage as one contiguous window (`compose`), and a shorter one of a
+    second passage from another section when its evidence is nearly as strong; each quote
+    cited, its card showing the passage around it.
 
+    Passages are ranked by evidence and by how well their heading asks the question.
     `context` is what a follow-up resolves against (the previous question); `avoid` is the
-    reply it follows (what was already said is not quoted again when something new fits)."""
-    ranked = sorted(passages, key=lambda p: (-p.evidence, -p.score))
-    chosen = [ranked[0]]
-    if (
-        len(ranked) > 1
-        and ranked[1].evidence >= SECOND_PASSAGE_RATIO * ranked[0].evidence
-        and (ranked[1].document_id, ranked[1].heading_path)
-        != (ranked[0].document_id, ranked[0].heading_path)
-    ):
-        chosen.append(ranked[1])
-    parts, quotes, used, said = [], {}, [], []
-    for n, passage in enumerate(chosen, start=1):
+    reply it follows (its sentences are quoted again only when nothing new answers)."""
+    candidates = passages[:CANDIDATES]
+    headings = [p.heading_path[-1] if p.heading_path else "" for p in candidates]
+    sims = compose.heading_similarity(query, headings, embed=embed, context=context)
+    ranked = sorted(
+        zip(candidates, sims, strict=True),
+        key=lambda ps: (-(ps[0].evidence + HEADING_WEIGHT * ps[1]), -ps[0].score),
+    )
+    chosen: list[tuple] = []
+    for passage, sim in ranked:
+        if len(chosen) == 2:
+            break
+        if chosen:
+            if passage.evidence < SECOND_PASSAGE_RATIO * chosen[0][0].evidence:
+                continue
+            if _section(passage) == _section(chosen[0][0]):
+                continue
         limits = (
             (compose.MIN_WORDS, compose.MAX_WORDS)
-            if n == 1
+            if not chosen
             else (compose.SECOND_MIN_WORDS, compose.SECOND_MAX_WORDS)
         )
         win = compose.compose(
@@ -54,20 +70,30 @@ def extractive_draft(
             avoid=avoid,
             min_words=limits[0],
             max_words=limits[1],
+            lead=sim >= LEAD_MIN_SIM,
         )
-        if win is None or any(win.quote in q or q in win.quote for q in said):
+        if win is None:
             continue
-        used.append(passage)
-        said.append(win.quote)
-        quotes[len(used)] = compose.surrounding(passage.text, win)
-        parts.append(f"“{win.quote}” [{len(used)}]")
-    if not used:  # passages without sentences: quote the first as it is
-        used, parts = [ranked[0]], [f"“{compose.squash(ranked[0].text)}” [1]"]
-        quotes = {1: ""}
+        if any(win.quote in w.quote or w.quote in win.quote for _, w in chosen):
+            continue
+        chosen.append((passage, win))
+    if not chosen:  # passages without sentences: quote the first as it is
+        first = ranked[0][0]
+        return Draft(
+            f"“{compose.squash(first.text)}” [1]",
+            Message.Kind.EXTRACTIVE,
+            [first],
+            {1: ""},
+            {"prompt_version": EXTRACTIVE_PROMPT_VERSION},
+        )
+    parts, quotes = [], {}
+    for n, (passage, win) in enumerate(chosen, start=1):
+        quotes[n] = compose.surrounding(passage.text, win)
+        parts.append(f"“{win.quote}” [{n}]")
     return Draft(
         "\n".join(parts),
         Message.Kind.EXTRACTIVE,
-        used,
+        [p for p, _ in chosen],
         quotes,
         {"prompt_version": EXTRACTIVE_PROMPT_VERSION},
     )

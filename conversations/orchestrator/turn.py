@@ -275,7 +275,8 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
         result = await db(knowledge.search_passages)(
             tenant=conversation.tenant, query=query, audience=audience, limit=8
         )
-    passages = [p for p in result.passages if p.evidence > 0][:MAX_PASSAGES]
+    found = [p for p in result.passages if p.evidence > 0]
+    passages = found[:MAX_PASSAGES]
     if result.strength != "strong" or not passages:
         return await _weak_answer(turn, result, passages, resolved)
     if conversation.weak_evidence_streak:
@@ -324,7 +325,7 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
         draft = await cpu(
             extractive_draft,
             query=message.text,
-            passages=passages,
+            passages=found,
             embed=turn.embedder,
             context=resolved.context,
             avoid=resolved.previous_reply,

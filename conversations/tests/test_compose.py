@@ -70,7 +70,12 @@ def test_the_quote_is_one_contiguous_window_from_the_best_sentence_on():
 
 def test_a_sentence_introducing_a_list_starts_the_quote_and_the_list_stays_whole():
     text = (
-        "Check the settings first.\n\nMake sure that:\n\n"
+        "Settings live in a Python module that Django imports at startup, and most problems "
+        "with them show up as import errors the moment a management command or the "
+        "development server starts, long before any request is handled, which is why the "
+        "message names the environment variable rather than the module you wrote, and why "
+        "reading the traceback from the top rarely helps as much as checking three things."
+        "\n\nMake sure that:\n\n"
         "The environment variable DJANGO_SETTINGS_MODULE is set to a fully-qualified module.\n\n"
         "Said module is on sys.path.\n\nThe module doesn't contain syntax errors."
     )
