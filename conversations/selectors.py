@@ -126,21 +126,6 @@ def previous_customer_text(*, conversation: Conversation, before_id: int) -> str
     )
 
 
-def previous_bot_reply_text(*, conversation: Conversation, before_id: int) -> str | None:
-    """The bot's last delivered reply before `before_id` (what a follow-up follows)."""
-    return (
-        Message.objects.filter(
-            conversation=conversation,
-            role=Message.Role.BOT,
-            state=Message.State.DELIVERED,
-            pk__lt=before_id,
-        )
-        .order_by("-pk")
-        .values_list("text", flat=True)
-        .first()
-    )
-
-
 def customer_messages_unanswered(*, older_than, limit: int = 50) -> list[Message]:
     """Acknowledged customer messages whose reply is missing or stuck `streaming` since before
     `older_than`, with the bot still owning the conversation (the reply sweeper's work list)."""

@@ -27,8 +27,6 @@ OVERLAP_WEIGHT = 0.3  # question-word overlap next to cosine, as in verification
 # A follow-up's sentences are scored against its own words and, at this weight, against the
 # question it resolves against (what "that" or "it" stands for).
 CONTEXT_WEIGHT = 0.5
-# Sentences the previous reply already quoted lose this much (a follow-up wants what is new).
-REPEAT_PENALTY = 0.25
 
 _WORD = re.compile(r"\S+")
 
@@ -81,7 +79,6 @@ def unit_scores(
     *,
     embed: Callable[[list[str]], list],
     context: str = "",
-    avoid: str = "",
 ) -> list[float]:
     """Cosine to the question plus question-word overlap, per unit (one embedding call)."""
     texts = [query, *([context] if context else []), *(u.text for u in units)]
@@ -91,7 +88,6 @@ def unit_scores(
     unit_vecs = vectors[2:] if context else vectors[1:]
     query_words = content_words(query)
     context_words = content_words(context) - query_words if context else set()
-    avoided = squash(avoid)
     scores = []
     for unit, vec in zip(units, unit_vecs, strict=True):
         words = content_words(unit.text)
@@ -102,8 +98,6 @@ def unit_scores(
             score += CONTEXT_WEIGHT * (float(context_vec @ vec) + OVERLAP_WEIGHT * share)
         if len(content_words(unit.text)) < 2:
             score -= 0.2  # "Yes." or a bare code token answers nothing on its own
-        if avoided and squash(unit.text) in avoided:
-            score -= REPEAT_PENALTY
         scores.append(score)
     return scores
 
@@ -153,7 +147,6 @@ def compose(
     *,
     embed: Callable[[list[str]], list],
     context: str = "",
-    avoid: str = "",
     min_words: int = MIN_WORDS,
     max_words: int = MAX_WORDS,
     lead: bool = False,
@@ -162,7 +155,7 @@ def compose(
     units = passage_units(text)
     if not units:
         return None
-    scores = unit_scores(query, units, embed=embed, context=context, avoid=avoid)
+    scores = unit_scores(query, units, embed=embed, context=context)
     return window(text, units, scores, min_words=min_words, max_words=max_words, lead=lead)
 
 

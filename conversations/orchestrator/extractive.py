@@ -32,15 +32,13 @@ def extractive_draft(
     passages,
     embed: Callable[[list[str]], list[list[float]]] = embed_texts,
     context: str = "",
-    avoid: str = "",
 ) -> Draft:
     """Quote the best passage as one contiguous window (`compose`), and a shorter one of a
     second passage from another section when its evidence is nearly as strong; each quote
     cited, its card showing the passage around it.
 
     Passages are ranked by evidence and by how well their heading asks the question.
-    `context` is what a follow-up resolves against (the previous question); `avoid` is the
-    reply it follows (its sentences are quoted again only when nothing new answers)."""
+    `context` is what a follow-up resolves against (the previous question)."""
     candidates = passages[:CANDIDATES]
     headings = [p.heading_path[-1] if p.heading_path else "" for p in candidates]
     sims = compose.heading_similarity(query, headings, embed=embed, context=context)
@@ -67,7 +65,6 @@ def extractive_draft(
             passage.text,
             embed=embed,
             context=context,
-            avoid=avoid,
             min_words=limits[0],
             max_words=limits[1],
             lead=sim >= LEAD_MIN_SIM,

@@ -248,7 +248,6 @@ async def _weak_answer(turn: Turn, result, passages, resolved: followup.Resolved
             passages=passages[:1],
             embed=turn.embedder,
             context=resolved.context,
-            avoid=resolved.previous_reply,
         )
         draft.kind = Message.Kind.CLARIFY
         draft.text = (
@@ -328,7 +327,6 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
             passages=found,
             embed=turn.embedder,
             context=resolved.context,
-            avoid=resolved.previous_reply,
         )
         draft.stats.setdefault("meta", {})["fallback"] = "extractive"
         if error:
