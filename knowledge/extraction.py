@@ -50,8 +50,9 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # Bumped whenever extraction of any format changes what it produces; documents extracted by
 # an older version are re-indexed (`services.documents_reextract_outdated`, daily and
 # `manage.py reindex_outdated`). 1: HTML inline text joined as laid out (no spaces inside
-# "os.remove"), code blocks keep their lines, permalink anchors dropped, role="main" root.
-EXTRACTOR_VERSION = 1
+# "os.remove"), code blocks keep their lines, permalink anchors dropped, role="main" root;
+# 2: headings over nothing (a site title above the page's h1) dropped.
+EXTRACTOR_VERSION = 2
 # libxml2 stops building the tree at this depth (ERR_RESOURCE_LIMIT); we fail the document.
 HTML_MAX_DEPTH = 255
 
@@ -516,7 +517,10 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     flush()
     if title and not has_h1:
         result.add(title, level=1)
-    for text, level in entries:
+    for i, (text, level) in enumerate(entries):
+        following = entries[i + 1][1] if i + 1 < len(entries) else 0
+        if level > 0 and 0 < following <= level:
+            continue  # a heading over nothing (a site title above the page's own h1)
         result.add(text, level=max(level, 0), keep_lines=level < 0)
     return result
 

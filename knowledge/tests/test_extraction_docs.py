@@ -72,3 +72,19 @@ def test_a_real_django_faq_page_extracts_clean_code_and_headings():
     assert "\nreset_queries()" in result.text
     assert "connection. queries" not in result.text
     assert "Quick search" not in result.text
+
+
+def test_a_site_title_heading_over_nothing_is_dropped_but_parent_headings_stay():
+    result = extract(
+        data=_html(
+            "<div><h1>Django 3.2 documentation</h1></div><div><h1>Troubleshooting</h1>"
+            "<h2>Problems running django-admin</h2><h3>command not found</h3>"
+            "<p>Activate your virtual environment.</p></div>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks if b.level] == [
+        (1, "Troubleshooting"),
+        (2, "Problems running django-admin"),
+        (3, "command not found"),
+    ]
