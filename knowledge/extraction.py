@@ -47,12 +47,21 @@ class ExtractionError(Exception):
 # Bytes a single PDF stream may decompress to, and the decoding work per stream. A text layer
 # needs far less; pypdf's defaults (75 MB, 300 MB) let one upload hold a worker's memory.
 PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
-# Bumped whenever extraction of any format changes what it produces; documents extracted by
-# an older version are re-indexed (`services.documents_reextract_outdated`, daily and
-# `manage.py reindex_outdated`). 1: HTML inline text joined as laid out (no spaces inside
-# "os.remove"), code blocks keep their lines, permalink anchors dropped, role="main" root;
-# 2: headings over nothing (a site title above the page's h1) dropped.
-EXTRACTOR_VERSION = 2
+# The version of each format's extractor, bumped whenever what it produces changes; documents
+# an older one made are re-indexed (`services.documents_reextract_outdated`, daily and
+# `manage.py reindex_outdated`), and only those: a change to HTML extraction never re-embeds
+# a tenant's PDFs. HTML 1: inline text joined as laid out (no spaces inside "os.remove"),
+# code blocks keep their lines, permalink anchors dropped, role="main" root; 2: headings over
+# nothing (a site title above the page's h1) dropped. Others: 0, as before versions existed.
+EXTRACTOR_VERSIONS = {HTML: 2, PDF: 0, MARKDOWN: 0, PLAIN: 0}
+EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
+
+
+def extractor_version(content_type: str) -> int:
+    """The current extractor version of a (detected) content type."""
+    return EXTRACTOR_VERSIONS.get(content_type, 0)
+
+
 # libxml2 stops building the tree at this depth (ERR_RESOURCE_LIMIT); we fail the document.
 HTML_MAX_DEPTH = 255
 

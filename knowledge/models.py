@@ -99,7 +99,8 @@ class DocumentVersion(models.Model):
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     text = models.TextField(blank=True)
-    # `knowledge.extraction.EXTRACTOR_VERSION` that made `text` (0: before versions existed).
+    # `knowledge.extraction.extractor_version` of the content type that made `text` (0: before
+    # versions existed).
     extractor_version = models.PositiveSmallIntegerField(default=0)
     audience = models.CharField(
         max_length=10, choices=Document.Audience.choices, default=Document.Audience.AGENTS

@@ -21,18 +21,19 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.embeddings import BATCH_SIZE, embed_texts
 from knowledge.extraction import (
-    EXTRACTOR_VERSION,
+    EXTRACTOR_VERSIONS,
     ExtractionError,
     Limits,
     detect_content_type,
     extract,
+    extractor_version,
 )
 from knowledge.models import Chunk, Document, DocumentVersion
 from knowledge.selectors import tenant_vector_index_name, tenant_vector_state
@@ -449,7 +450,7 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
     if not drafts:
         raise ExtractionError("The file has headings but no body text to index.")
     DocumentVersion.objects.filter(pk=source.pk).update(
-        text=extracted.text, extractor_version=EXTRACTOR_VERSION
+        text=extracted.text, extractor_version=extractor_version(source.content_type)
     )
 
     stored = _stored_ordinals(document_id=document_id, version=version, drafts=drafts)
@@ -707,7 +708,8 @@ def document_reextract(*, document_id: int, actor: Actor) -> Document | None:
     ):
         return None
     live = DocumentVersion.objects.get(document=document, version=document.live_version)
-    if live.extractor_version >= EXTRACTOR_VERSION:
+    current = extractor_version(live.content_type)
+    if live.extractor_version >= current:
         return None
     try:
         with live.file.open("rb") as fh:
@@ -738,7 +740,7 @@ def document_reextract(*, document_id: int, actor: Actor) -> Document | None:
         data={
             "version": document.version,
             "from_extractor": live.extractor_version,
-            "to_extractor": EXTRACTOR_VERSION,
+            "to_extractor": current,
         },
     )
     knowledge_revision_bump(tenant=document.tenant)
@@ -750,11 +752,17 @@ def documents_reextract_outdated(*, limit: int = 200, tenant_id: int | None = No
     """Re-index (`document_reextract`) up to `limit` ready documents (of one tenant, or all)
     whose live version an older extractor made; return their ids. Scheduled daily, and
     `manage.py reindex_outdated` runs it at once (after an upgrade)."""
+    older = Q()
+    for content_type, version in EXTRACTOR_VERSIONS.items():
+        if version:
+            older |= Q(content_type=content_type, extractor_version__lt=version)
+    if not older:
+        return []
     outdated = DocumentVersion.objects.filter(
+        older,
         document__live_version=F("version"),
         document__version=F("version"),
         document__status=Document.Status.READY,
-        extractor_version__lt=EXTRACTOR_VERSION,
     )
     if tenant_id is not None:
         outdated = outdated.filter(tenant_id=tenant_id)

@@ -7,11 +7,19 @@ import pytest
 from django.db import connection
 
 from knowledge import services
-from knowledge.extraction import EXTRACTOR_VERSION
+from knowledge.extraction import HTML, extractor_version
 from knowledge.models import Chunk, Document, DocumentVersion
 from supportbot.models import AuditEvent
 
 from .conftest import upload_and_index
+
+
+def _page(title: str, body: str) -> bytes:
+    return f"<html><body><main><h1>{title}</h1>{body}</main></body></html>".encode()
+
+
+A = _page("A", "<p>Return items within 30 days.</p>")
+B = _page("B", "<p>Shipping takes 3-7 days.</p>")
 
 
 def _outdated(document: Document) -> None:
@@ -20,16 +28,16 @@ def _outdated(document: Document) -> None:
 
 
 def test_indexing_stores_the_extractor_version(tenant):
-    document = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
+    document = upload_and_index(tenant, "a.html", A)
     version = DocumentVersion.objects.get(document=document, version=document.version)
-    assert version.extractor_version == EXTRACTOR_VERSION
+    assert version.extractor_version == extractor_version(HTML) > 0
 
 
 def test_outdated_documents_are_reindexed_as_a_new_version_with_the_same_audience(tenant):
     document = upload_and_index(
         tenant,
-        "club.md",
-        b"# Club\n\n- Free expedited shipping\n- 2 free repairs\n",
+        "club.html",
+        _page("Club", "<ul><li>Free expedited shipping</li><li>2 free repairs</li></ul>"),
         audience="segments",
         segments=["summit-club"],
     )
@@ -42,7 +50,7 @@ def test_outdated_documents_are_reindexed_as_a_new_version_with_the_same_audienc
     services.document_index(document_id=document.pk, version=2)
     document.refresh_from_db()
     new = DocumentVersion.objects.get(document=document, version=2)
-    assert (document.live_version, new.extractor_version) == (2, EXTRACTOR_VERSION)
+    assert (document.live_version, new.extractor_version) == (2, extractor_version(HTML))
     assert (new.audience, new.segments) == ("segments", ["summit-club"])
     assert "Free expedited shipping" in new.text
     live = Chunk.objects.get(document=document, is_live=True)
@@ -52,8 +60,8 @@ def test_outdated_documents_are_reindexed_as_a_new_version_with_the_same_audienc
 
 
 def test_current_failed_or_pending_documents_are_left_alone(tenant):
-    current = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
-    failed = upload_and_index(tenant, "b.pdf", b"%PDF-1.4 not really")
+    current = upload_and_index(tenant, "a.html", A)
+    failed = upload_and_index(tenant, "b.html", b"<html><body><script>x()</script></body></html>")
     _outdated(failed)
     assert failed.status == Document.Status.FAILED
     assert services.documents_reextract_outdated() == []
@@ -61,8 +69,8 @@ def test_current_failed_or_pending_documents_are_left_alone(tenant):
 
 
 def test_a_missing_stored_file_skips_that_document_and_keeps_it_serving(tenant):
-    gone = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
-    kept = upload_and_index(tenant, "b.md", b"# B\n\nShipping takes 3-7 days.\n")
+    gone = upload_and_index(tenant, "a.html", A)
+    kept = upload_and_index(tenant, "b.html", B)
     _outdated(gone)
     _outdated(kept)
     version = DocumentVersion.objects.get(document=gone, version=1)
@@ -74,7 +82,7 @@ def test_a_missing_stored_file_skips_that_document_and_keeps_it_serving(tenant):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_reextracting_at_once_make_one_new_version(tenant):
-    document = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
+    document = upload_and_index(tenant, "a.html", A)
     _outdated(document)
     barrier = threading.Barrier(2)
     results = []
@@ -96,9 +104,18 @@ def test_two_workers_reextracting_at_once_make_one_new_version(tenant):
 
 
 def test_reextracting_one_tenant_leaves_the_others_documents_alone(tenant, other_tenant):
-    mine = upload_and_index(tenant, "a.md", b"# A\n\nReturn items within 30 days.\n")
-    theirs = upload_and_index(other_tenant, "b.md", b"# B\n\nShipping takes 3-7 days.\n")
+    mine = upload_and_index(tenant, "a.html", A)
+    theirs = upload_and_index(other_tenant, "b.html", B)
     _outdated(mine)
     _outdated(theirs)
     assert services.documents_reextract_outdated(tenant_id=tenant.pk) == [mine.pk]
     assert Document.objects.get(pk=theirs.pk).version == 1
+
+
+def test_a_change_to_html_extraction_never_reindexes_other_formats(tenant):
+    notes = upload_and_index(tenant, "notes.md", b"# Notes\n\nReturn items within 30 days.\n")
+    page = upload_and_index(tenant, "page.html", A)
+    _outdated(notes)
+    _outdated(page)
+    assert services.documents_reextract_outdated() == [page.pk]
+    assert Document.objects.get(pk=notes.pk).version == 1

@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand
 
 from knowledge import services
-from knowledge.extraction import EXTRACTOR_VERSION
+from knowledge.extraction import EXTRACTOR_VERSIONS
 
 
 class Command(BaseCommand):
@@ -15,5 +15,6 @@ class Command(BaseCommand):
     def handle(self, *args, limit: int, **options):
         done = services.documents_reextract_outdated(limit=limit)
         self.stdout.write(
-            f"{len(done)} documents queued for re-indexing with extractor v{EXTRACTOR_VERSION}"
+            f"{len(done)} documents queued for re-indexing (extractor versions: "
+            f"{', '.join(f'{t} {v}' for t, v in EXTRACTOR_VERSIONS.items())})"
         )
