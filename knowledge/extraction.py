@@ -52,8 +52,9 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # `manage.py reindex_outdated`), and only those: a change to HTML extraction never re-embeds
 # a tenant's PDFs. HTML 1: inline text joined as laid out (no spaces inside "os.remove"),
 # code blocks keep their lines, permalink anchors dropped, role="main" root; 2: headings over
-# nothing (a site title above the page's h1) dropped. Others: 0, as before versions existed.
-EXTRACTOR_VERSIONS = {HTML: 2, PDF: 0, MARKDOWN: 0, PLAIN: 0}
+# nothing (a site title above the page's h1) dropped; 3: XHTML with an XML declaration
+# reads (it failed before). Others: 0, as before versions existed.
+EXTRACTOR_VERSIONS = {HTML: 3, PDF: 0, MARKDOWN: 0, PLAIN: 0}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -369,10 +370,15 @@ _CHROME = re.compile(
     r"\b(nav|navbar|menu|breadcrumbs?|cookie|footer|sidebar|sphinxsidebar|skip-link|headerlink)\b",
     re.I,
 )
+# Whole class or id tokens of generated tables of contents and navigation bars (DocBook
+# "toc", "navheader", "navfooter"; Sphinx "toctree-wrapper"). Whole tokens only: Sphinx
+# wraps heading text in <a class="toc-backref">, which is content.
+_CHROME_TOKENS = {"toc", "navheader", "navfooter", "toctree-wrapper"}
 # Permalink anchors documentation generators put after headings ("¶", "#", "§").
 _PERMALINK_TEXT = {"¶", "#", "§", "🔗"}
 
 
+_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 _HTML_CONTAINERS = {"div", "section", "ul", "ol", "dl", "table", "tbody", "thead"}
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "search"}
 _HTML_CHECK_EVERY = 4096  # elements between deadline checks
@@ -392,7 +398,9 @@ def _html_dropped(element) -> bool:
     if tag == "a" and len(element) == 0 and (element.text or "").strip() in _PERMALINK_TEXT:
         return True
     marker = f"{element.get('class') or ''} {element.get('id') or ''}"
-    return bool(marker.strip()) and bool(_CHROME.search(marker))
+    if not marker.strip():
+        return False
+    return bool(_CHROME.search(marker)) or not _CHROME_TOKENS.isdisjoint(marker.split())
 
 
 # Elements that break a line where they start and end (text on either side is not one word).
@@ -459,6 +467,9 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     Parsed by libxml2 (lxml), which builds at most HTML_MAX_DEPTH levels; deeper nesting fails
     the document. The tree is walked with an explicit stack, each node visited once."""
     parser = etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
+    # XHTML (DocBook, many generators) opens with an XML declaration naming its encoding,
+    # which lxml refuses on text that is already decoded.
+    html = _XML_DECLARATION.sub("", html, count=1)
     document = etree.fromstring(html, parser) if html.strip() else None
     for entry in parser.error_log:
         if entry.type_name == "ERR_RESOURCE_LIMIT":
@@ -509,11 +520,10 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             has_h1 = has_h1 or any(True for _ in item.iter("h1"))
             flush()
             cells = _html_cells(item) if name == "tr" else []
-            text = (
-                " | ".join(_SPACES.sub(" ", _html_text(c, limits)).strip() for c in cells)
-                if cells
-                else _html_text(item, limits)
-            )
+            texts = [_SPACES.sub(" ", _html_text(c, limits)).strip() for c in cells]
+            if cells and not any(texts):
+                continue  # a row of empty cells (layout tables of navigation bars)
+            text = " | ".join(texts) if cells else _html_text(item, limits)
             entries.append((text, -1 if name == "pre" else 0))
         elif name == "br":
             inline.append(" ")

@@ -88,3 +88,39 @@ def test_a_site_title_heading_over_nothing_is_dropped_but_parent_headings_stay()
         (2, "Problems running django-admin"),
         (3, "command not found"),
     ]
+
+
+DOCBOOK = b"""<?xml version="1.0" encoding="UTF-8" standalone="no"?>
+<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"
+ "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Chapter 11. Customizing</title></head>
+<body><div class="navheader"><table><tr><th colspan="3">Chapter 11. Customizing</th></tr>
+<tr><td><a href="a.html">Prev</a></td><td> </td><td><a href="b.html">Next</a></td></tr>
+<tr><td></td><td> </td><td></td></tr></table></div>
+<div class="chapter"><h1>Chapter 11. Customizing</h1>
+<div class="toc"><p><b>Table of Contents</b></p>
+<dl class="toc"><dt>11.1. Paper size?</dt></dl></div>
+<div class="section"><h2>11.1. How can I ensure that all programs use the same paper size?</h2>
+<p>Install the <code>libpaper1</code> package.</p></div></div>
+<div class="navfooter"><table><tr><td>Prev</td><td>Up</td><td>Next</td></tr></table></div>
+</body></html>"""
+
+
+def test_docbook_xhtml_with_an_xml_declaration_reads_without_its_navigation_and_toc():
+    result = extract(data=DOCBOOK, content_type=HTML)
+    assert result.text == (
+        "Chapter 11. Customizing\n\n"
+        "11.1. How can I ensure that all programs use the same paper size?\n\n"
+        "Install the libpaper1 package."
+    )
+
+
+def test_sphinx_heading_text_inside_a_toc_backref_link_is_kept():
+    result = extract(
+        data=_html(
+            '<div role="main"><h1>Programming FAQ</h1><h2><a class="toc-backref" href="#id1">'
+            "General Questions</a></h2><p>Yes.</p></div>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks if b.level] == ["Programming FAQ", "General Questions"]
