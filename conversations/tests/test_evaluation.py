@@ -25,6 +25,7 @@ ROOT = Path(settings.BASE_DIR) / "demo"
 PYFAQ = ROOT / "python_faq" / "eval_answers.json"
 DEMO = ROOT / "helpcenter" / "eval_answers.json"
 DEVFAQ = ROOT / "dev_faq" / "eval_answers.json"
+DEVDEBIAN = ROOT / "dev_debian_faq" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -69,7 +70,11 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
     return texts
 
 
-@pytest.mark.parametrize("path", [PYFAQ, DEMO, DEVFAQ], ids=["python-faq", "demo", "dev-faq"])
+@pytest.mark.parametrize(
+    "path",
+    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN],
+    ids=["python-faq", "demo", "dev-faq", "dev-debian"],
+)
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):
     """A label that its own document does not hold could never be met: catch typos."""
     eval_set = eval_set_load(path)
