@@ -119,3 +119,13 @@ def test_a_change_to_html_extraction_never_reindexes_other_formats(tenant):
     _outdated(page)
     assert services.documents_reextract_outdated() == [page.pk]
     assert Document.objects.get(pk=notes.pk).version == 1
+
+
+def test_rows_the_previous_release_inserts_without_the_column_get_version_zero(db):
+    """Mid-deploy, old processes insert versions knowing nothing of extractor_version."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT column_default, is_nullable FROM information_schema.columns "
+            "WHERE table_name = 'knowledge_documentversion' AND column_name = 'extractor_version'"
+        )
+        assert cursor.fetchone() == ("0", "NO")
