@@ -376,6 +376,12 @@ def _fail(*, document: Document, version: int, error: str) -> None:
     drop the passages it had stored but never made searchable."""
     logger.warning("knowledge document %s v%s failed: %s", document.pk, version, error)
     with transaction.atomic():
+        # Which extractor failed it: an upgraded one tries again once
+        # (`documents_reextract_outdated`), the same one never.
+        failed = DocumentVersion.objects.filter(document_id=document.pk, version=version)
+        content_type = failed.values_list("content_type", flat=True).first()
+        if content_type is not None:
+            failed.update(extractor_version=extractor_version(content_type))
         if _status_set(
             document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
         ):
@@ -750,7 +756,8 @@ def document_reextract(*, document_id: int, actor: Actor) -> Document | None:
 
 def documents_reextract_outdated(*, limit: int = 200, tenant_id: int | None = None) -> list[int]:
     """Re-index (`document_reextract`) up to `limit` ready documents (of one tenant, or all)
-    whose live version an older extractor made; return their ids. Scheduled daily, and
+    whose live version an older extractor made, and index again the failed ones an older
+    extractor failed; return their ids. Scheduled daily, and
     `manage.py reindex_outdated` runs it at once (after an upgrade)."""
     older = Q()
     for content_type, version in EXTRACTOR_VERSIONS.items():
@@ -771,6 +778,19 @@ def documents_reextract_outdated(*, limit: int = 200, tenant_id: int | None = No
     for document_id in due:
         if document_reextract(document_id=document_id, actor=Actor.system("reindex")):
             done.append(document_id)
+    # Documents an older extractor failed (XHTML it could not read) are indexed again once.
+    failed = DocumentVersion.objects.filter(
+        older, document__version=F("version"), document__status=Document.Status.FAILED
+    )
+    if tenant_id is not None:
+        failed = failed.filter(tenant_id=tenant_id)
+    for version in failed.select_related("document__tenant").order_by("document_id")[:limit]:
+        document_reindex(
+            tenant=version.document.tenant,
+            document_id=version.document_id,
+            actor=Actor.system("reindex"),
+        )
+        done.append(version.document_id)
     return done
 
 

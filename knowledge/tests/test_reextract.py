@@ -11,7 +11,7 @@ from knowledge.extraction import HTML, extractor_version
 from knowledge.models import Chunk, Document, DocumentVersion
 from supportbot.models import AuditEvent
 
-from .conftest import upload_and_index
+from .conftest import upload, upload_and_index
 
 
 def _page(title: str, body: str) -> bytes:
@@ -59,13 +59,13 @@ def test_outdated_documents_are_reindexed_as_a_new_version_with_the_same_audienc
     assert services.documents_reextract_outdated() == []  # nothing left: safe to run again
 
 
-def test_current_failed_or_pending_documents_are_left_alone(tenant):
+def test_current_or_pending_documents_are_left_alone(tenant):
     current = upload_and_index(tenant, "a.html", A)
-    failed = upload_and_index(tenant, "b.html", b"<html><body><script>x()</script></body></html>")
-    _outdated(failed)
-    assert failed.status == Document.Status.FAILED
+    pending = upload(tenant, "b.html", B)
+    _outdated(pending)
     assert services.documents_reextract_outdated() == []
     assert Document.objects.get(pk=current.pk).version == 1
+    assert Document.objects.get(pk=pending.pk).status == Document.Status.PENDING
 
 
 def test_a_missing_stored_file_skips_that_document_and_keeps_it_serving(tenant):
@@ -129,3 +129,21 @@ def test_rows_the_previous_release_inserts_without_the_column_get_version_zero(d
             "WHERE table_name = 'knowledge_documentversion' AND column_name = 'extractor_version'"
         )
         assert cursor.fetchone() == ("0", "NO")
+
+
+def test_a_document_an_older_extractor_failed_is_indexed_again_once(tenant):
+    document = upload_and_index(tenant, "page.html", A)
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED)
+    _outdated(document)  # as if the extractor before this one had failed it
+    assert services.documents_reextract_outdated() == [document.pk]
+    services.document_index(document_id=document.pk, version=document.version)
+    assert Document.objects.get(pk=document.pk).status == Document.Status.READY
+    assert services.documents_reextract_outdated() == []
+
+
+def test_a_document_the_current_extractor_failed_is_not_retried(tenant):
+    failed = upload_and_index(tenant, "b.html", b"<html><body><script>x()</script></body></html>")
+    assert failed.status == Document.Status.FAILED
+    version = DocumentVersion.objects.get(document=failed, version=failed.version)
+    assert version.extractor_version == extractor_version(HTML)
+    assert services.documents_reextract_outdated() == []
