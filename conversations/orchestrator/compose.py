@@ -26,9 +26,6 @@ MIN_WORDS = 50
 MAX_WORDS = 90
 SECOND_MIN_WORDS, SECOND_MAX_WORDS = 25, 60
 OVERLAP_WEIGHT = 0.3  # question-word overlap next to cosine, as in verification.best_sentences
-# A follow-up's sentences are scored against its own words and, at this weight, against the
-# question it resolves against (what "that" or "it" stands for).
-CONTEXT_WEIGHT = 0.5
 
 _WORD = re.compile(r"\S+")
 
@@ -76,28 +73,18 @@ def passage_units(text: str) -> list[Unit]:
 
 
 def unit_scores(
-    query: str,
-    units: Sequence[Unit],
-    *,
-    embed: Callable[[list[str]], list],
-    context: str = "",
+    query: str, units: Sequence[Unit], *, embed: Callable[[list[str]], list]
 ) -> list[float]:
-    """Cosine to the question plus question-word overlap, per unit (one embedding call)."""
-    texts = [query, *([context] if context else []), *(u.text for u in units)]
-    vectors = np.asarray(embed(texts), dtype=np.float32)
-    query_vec = vectors[0]
-    context_vec = vectors[1] if context else None
-    unit_vecs = vectors[2:] if context else vectors[1:]
+    """Cosine to the question plus question-word overlap, per unit (one embedding call).
+
+    A follow-up is scored for its own words only: weighing the question it follows in (at
+    0.25 or 0.5) changed no answer of the development sets."""
+    vectors = np.asarray(embed([query, *(u.text for u in units)]), dtype=np.float32)
     query_words = content_words(query)
-    context_words = content_words(context) - query_words if context else set()
     scores = []
-    for unit, vec in zip(units, unit_vecs, strict=True):
-        words = content_words(unit.text)
-        overlap = len(query_words & words) / (len(query_words) or 1)
-        score = float(query_vec @ vec) + OVERLAP_WEIGHT * overlap
-        if context_vec is not None:
-            share = len(context_words & words) / (len(context_words) or 1)
-            score += CONTEXT_WEIGHT * (float(context_vec @ vec) + OVERLAP_WEIGHT * share)
+    for unit, vec in zip(units, vectors[1:], strict=True):
+        overlap = len(query_words & content_words(unit.text)) / (len(query_words) or 1)
+        score = float(vectors[0] @ vec) + OVERLAP_WEIGHT * overlap
         if len(content_words(unit.text)) < 2:
             score -= 0.2  # "Yes." or a bare code token answers nothing on its own
         scores.append(score)
@@ -148,7 +135,6 @@ def compose(
     text: str,
     *,
     embed: Callable[[list[str]], list],
-    context: str = "",
     min_words: int = MIN_WORDS,
     max_words: int = MAX_WORDS,
     lead: bool = False,
@@ -157,28 +143,19 @@ def compose(
     units = passage_units(text)
     if not units:
         return None
-    scores = unit_scores(query, units, embed=embed, context=context)
+    scores = unit_scores(query, units, embed=embed)
     return window(text, units, scores, min_words=min_words, max_words=max_words, lead=lead)
 
 
 def heading_similarity(
-    query: str, headings: Sequence[str], *, embed: Callable[[list[str]], list], context: str = ""
+    query: str, headings: Sequence[str], *, embed: Callable[[list[str]], list]
 ) -> list[float]:
-    """How well each passage's own heading (in an FAQ: the question) matches the question:
-    cosine, plus the previous question's at CONTEXT_WEIGHT for a follow-up."""
+    """How well each passage's own heading (in an FAQ: the question) matches the question."""
     wanted = [h for h in dict.fromkeys(headings) if h]
     if not wanted:
         return [0.0 for _ in headings]
-    texts = [query, *([context] if context else []), *wanted]
-    vectors = np.asarray(embed(texts), dtype=np.float32)
-    offset = 2 if context else 1
-    sims = {}
-    for i, heading in enumerate(wanted):
-        vec = vectors[offset + i]
-        sim = float(vectors[0] @ vec)
-        if context:
-            sim += CONTEXT_WEIGHT * float(vectors[1] @ vec)
-        sims[heading] = sim
+    vectors = np.asarray(embed([query, *wanted]), dtype=np.float32)
+    sims = {h: float(vectors[0] @ vectors[i + 1]) for i, h in enumerate(wanted)}
     return [sims.get(h, 0.0) for h in headings]
 
 

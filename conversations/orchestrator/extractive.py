@@ -31,17 +31,17 @@ def extractive_draft(
     query: str,
     passages,
     embed: Callable[[list[str]], list[list[float]]] = embed_texts,
-    context: str = "",
 ) -> Draft:
     """Quote the best passage as one contiguous window (`compose`), and a shorter one of a
     second passage from another section when its evidence is nearly as strong; each quote
     cited, its card showing the passage around it.
 
-    Passages are ranked by evidence and by how well their heading asks the question.
-    `context` is what a follow-up resolves against (the previous question)."""
+    Passages are ranked by evidence and by how well their heading asks the question; a
+    follow-up's passages were found with the question it follows (`followup`), its quote is
+    chosen for its own words."""
     candidates = passages[:CANDIDATES]
     headings = [p.heading_path[-1] if p.heading_path else "" for p in candidates]
-    sims = compose.heading_similarity(query, headings, embed=embed, context=context)
+    sims = compose.heading_similarity(query, headings, embed=embed)
     ranked = sorted(
         zip(candidates, sims, strict=True),
         key=lambda ps: (-(ps[0].evidence + HEADING_WEIGHT * ps[1]), -ps[0].score),
@@ -64,7 +64,6 @@ def extractive_draft(
             query,
             passage.text,
             embed=embed,
-            context=context,
             min_words=limits[0],
             max_words=limits[1],
             lead=sim >= LEAD_MIN_SIM,

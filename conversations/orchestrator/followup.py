@@ -1,12 +1,12 @@
 """Follow-ups: a message that leans on the one before it ("and how do I undo that?") is
-searched together with the previous question and answered for its own words (the previous
-question weighing in, `compose.CONTEXT_WEIGHT`).
+searched together with the previous question and answered for its own words.
 
 Measured on the development set (demo/dev_faq, 22 follow-ups): the follow-up and the previous
 question searched together 20/22 answered; with the start of the previous reply added to the
 search 12/22 (its words pull the search back to what was already quoted); the old rule (only
 messages of at most four words, previous question first) 14/22. Penalising sentences the
-previous reply had quoted cost one more (a follow-up often asks again for what was said).
+previous reply had quoted cost one more (a follow-up often asks again for what was said), and
+weighing the previous question into the choice of sentences changed nothing.
 
 Detection is by the message's form, never by topic: it is short, or it opens like a
 continuation ("and …", "what about …", "then …"), or it refers back with a pronoun or a word

@@ -247,7 +247,6 @@ async def _weak_answer(turn: Turn, result, passages, resolved: followup.Resolved
             query=message.text,
             passages=passages[:1],
             embed=turn.embedder,
-            context=resolved.context,
         )
         draft.kind = Message.Kind.CLARIFY
         draft.text = (
@@ -326,7 +325,6 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
             query=message.text,
             passages=found,
             embed=turn.embedder,
-            context=resolved.context,
         )
         draft.stats.setdefault("meta", {})["fallback"] = "extractive"
         if error:
