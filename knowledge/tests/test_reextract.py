@@ -1,9 +1,11 @@
 """Re-index on upgrade: the extractor version per document version, outdated documents
 indexed again as a new version (the old one serving until it is ready)."""
 
+import io
 import threading
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from knowledge import services
@@ -147,3 +149,12 @@ def test_a_document_the_current_extractor_failed_is_not_retried(tenant):
     version = DocumentVersion.objects.get(document=failed, version=failed.version)
     assert version.extractor_version == extractor_version(HTML)
     assert services.documents_reextract_outdated() == []
+
+
+def test_the_command_reindexes_outdated_documents_and_says_how_many(tenant):
+    document = upload_and_index(tenant, "a.html", A)
+    _outdated(document)
+    out = io.StringIO()
+    call_command("reindex_outdated", stdout=out)
+    assert out.getvalue().startswith("1 documents queued for re-indexing")
+    assert Document.objects.get(pk=document.pk).version == 2
