@@ -44,7 +44,7 @@ def extractive_draft(
     chosen for its own words."""
     candidates = passages[:CANDIDATES]
     headings = [p.heading_path[-1] if p.heading_path else "" for p in candidates]
-    sims = compose.heading_similarity(query, headings, embed=embed)
+    sims = compose.heading_similarity(query, headings)
     ranked = sorted(
         zip(candidates, sims, strict=True),
         key=lambda ps: (-(ps[0].evidence + HEADING_WEIGHT * ps[1]), -ps[0].score),

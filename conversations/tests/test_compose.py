@@ -162,3 +162,37 @@ def test_a_follow_up_is_answered_for_its_own_words():
 )
 def test_follow_ups_are_recognised_by_their_form(text, expected):
     assert is_follow_up(text) is expected
+
+
+def test_the_passage_under_the_heading_that_asks_the_question_is_quoted_first():
+    stable = FakePassage(
+        "Yes, it's quite stable. Companies like Disqus and Instagram have used it for years.",
+        evidence=0.80,
+        chunk_id=1,
+        heading_path=["FAQ: General", "Is Django stable?"],
+    )
+    scale = FakePassage(
+        "Yes. Django uses a shared-nothing architecture, so you can add hardware at any level.",
+        evidence=0.82,
+        chunk_id=2,
+        heading_path=["FAQ: General", "Does Django scale?"],
+    )
+    draft = extractive_draft(query="is django stable", passages=[scale, stable], embed=bag_of_words)
+    assert draft.passages[0] is stable
+    assert draft.text.startswith("“Yes, it's quite stable.")
+
+
+def test_a_heading_that_asks_the_question_anchors_the_quote_at_its_entrys_lead():
+    lead = "That depends on who you ask, and on where they grew up."
+    filler = " ".join(f"Some say it one way, others another way, case {n}." for n in range(5))
+    best = "Most people say Django is pronounced JANG-oh."
+    after = " ".join(f"Recordings exist, and listeners disagree, sample {n}." for n in range(8))
+    text = f"{lead} {filler} {best} {after}"
+    question = FakePassage(text, heading_path=["FAQ: General", "How is Django pronounced?"])
+    statement = FakePassage(text, heading_path=["FAQ: General", "Recordings"])
+    asked = "how is django pronounced"
+    under_question = extractive_draft(query=asked, passages=[question], embed=bag_of_words)
+    elsewhere = extractive_draft(query=asked, passages=[statement], embed=bag_of_words)
+    assert under_question.text.startswith(f"“{lead}")
+    assert best in under_question.text
+    assert elsewhere.text.startswith(f"“{best}")
