@@ -158,3 +158,10 @@ def test_the_command_reindexes_outdated_documents_and_says_how_many(tenant):
     call_command("reindex_outdated", stdout=out)
     assert out.getvalue().startswith("1 documents queued for re-indexing")
     assert Document.objects.get(pk=document.pk).version == 2
+
+
+def test_reindexing_outdated_documents_is_scheduled_daily(db):
+    from django_q.models import Schedule
+
+    schedule = Schedule.objects.get(func="knowledge.tasks.documents_reextract_outdated_task")
+    assert (schedule.schedule_type, schedule.repeats) == ("D", -1)
