@@ -175,3 +175,17 @@ def test_a_follow_up_is_searched_with_the_question_it_follows(help_center, conve
     assert reply.kind == Message.Kind.EXTRACTIVE
     assert "7-14 business days" in reply.text
     assert reply.citations[0]["heading"] == "International shipping"
+
+
+def test_the_same_follow_up_after_different_questions_is_never_served_from_one_cache_entry(
+    help_center, tenant, customer
+):
+    shipping = services.conversation_start(tenant=tenant, customer=customer)
+    refunds = services.conversation_start(tenant=tenant, customer=customer)
+    ask(shipping, "Do you ship to Canada?", "s1")
+    abroad = ask(shipping, "how long does it take?", "s2").reply
+    ask(refunds, "When will I get my refund after returning an item?", "r1")
+    refund = ask(refunds, "how long does it take?", "r2").reply
+    assert not refund.meta.get("cached")
+    assert "7-14 business days" in abroad.text
+    assert "5-10 business days" in refund.text
