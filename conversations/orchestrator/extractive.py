@@ -34,12 +34,14 @@ def extractive_draft(
     query: str,
     passages,
     embed: Callable[[list[str]], list[list[float]]] = embed_texts,
+    max_quotes: int = 2,
 ) -> Draft:
     """Quote the best passage as one contiguous window (`compose`), and a shorter one of a
     second passage from another section when its evidence is nearly as strong; each quote
     cited, its card showing the passage around it.
 
-    Passages are ranked by evidence and by how well their heading asks the question; a
+    At most `max_quotes` quotes (a hedged reply quotes one). Passages are ranked by
+    evidence and by how well their heading asks the question; a
     follow-up's passages were found with the question it follows (`followup`), its quote is
     chosen for its own words."""
     candidates = passages[:CANDIDATES]
@@ -51,7 +53,7 @@ def extractive_draft(
     )
     chosen: list[tuple] = []
     for passage, sim in ranked:
-        if len(chosen) == 2:
+        if len(chosen) == max_quotes:
             break
         if chosen:
             if passage.evidence < SECOND_PASSAGE_RATIO * chosen[0][0].evidence:

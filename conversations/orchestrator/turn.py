@@ -230,7 +230,7 @@ def _audience(conversation: Conversation) -> knowledge.Audience:
     return knowledge.Audience.customer(segments=segments)
 
 
-async def _weak_answer(turn: Turn, result, passages, resolved: followup.Resolved) -> Outcome:
+async def _weak_answer(turn: Turn, result, passages) -> Outcome:
     conversation, message = turn.conversation, turn.message
     streak = await db(services.conversation_weak_streak_bump)(conversation_id=conversation.pk)
     if streak >= 2:
@@ -245,8 +245,9 @@ async def _weak_answer(turn: Turn, result, passages, resolved: followup.Resolved
         draft = await cpu(
             extractive_draft,
             query=message.text,
-            passages=passages[:1],
+            passages=passages,  # one quote, of the passage whose heading asks the question
             embed=turn.embedder,
+            max_quotes=1,
         )
         draft.kind = Message.Kind.CLARIFY
         draft.text = (
@@ -276,7 +277,7 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
     found = [p for p in result.passages if p.evidence > 0]
     passages = found[:MAX_PASSAGES]
     if result.strength != "strong" or not passages:
-        return await _weak_answer(turn, result, passages, resolved)
+        return await _weak_answer(turn, result, passages)
     if conversation.weak_evidence_streak:
         await db(services.conversation_weak_streak_reset)(conversation_id=conversation.pk)
 
