@@ -102,19 +102,32 @@ def can_see(*, user, tenant: Tenant) -> bool:
     return user.is_staff or Membership.objects.filter(tenant=tenant, user=user).exists()
 
 
-def can_decide(*, user, tenant: Tenant, action: ActionRequest | None = None) -> bool:
-    """Whether `user` may decide approvals (of `action`): a member whose role the tenant's
-    policy allows for its risk class, and never the person who proposed it."""
+def decide_refusal(
+    *, user, tenant: Tenant, action: ActionRequest | None = None
+) -> tuple[str, str] | None:
+    """Why `user` may not decide approvals (of `action`) as (code, detail), or None when they
+    may: a member whose role the tenant's policy allows for its risk class, and never the
+    person who proposed it."""
     membership = Membership.objects.filter(tenant=tenant, user=user).first()
     if membership is None:
-        return False
+        return "not_a_member", "Only agents of this tenant decide approvals."
     if action is None:
-        return True
+        return None
     if action.initiated_by_id and action.initiated_by_id == user.pk:
-        return False
+        return "own_proposal", "You proposed this action, so someone else has to approve it."
     policy = ActionPolicy.objects.filter(tenant=tenant).first()
     roles = policy.approver_roles if policy else default_approver_roles()
-    return membership.role in roles.get(action.risk, [])
+    if membership.role not in roles.get(action.risk, []):
+        return (
+            "role_not_allowed",
+            f"Your role ({membership.role}) may not approve {action.risk}-risk actions here.",
+        )
+    return None
+
+
+def can_decide(*, user, tenant: Tenant, action: ActionRequest | None = None) -> bool:
+    """Whether `user` may decide approvals (of `action`); see `decide_refusal`."""
+    return decide_refusal(user=user, tenant=tenant, action=action) is None
 
 
 def action_card(action: ActionRequest) -> dict[str, Any]:

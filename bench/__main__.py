@@ -4,12 +4,21 @@ The whole-stack ones (chat load, connections) start their own stack on free port
 database of their own; chat load adds a local vLLM worker when `.venv-vllm` exists.
 """
 
-from bench import chat_load, connections, embeddings, encryption, extraction, knowledge_search
+from bench import (
+    chat_load,
+    connections,
+    embeddings,
+    encryption,
+    extraction,
+    knowledge_search,
+    verifier,
+)
 
 if __name__ == "__main__":
     knowledge_search.main([])
     extraction.main([])
     embeddings.main([])
     encryption.main([])
+    verifier.main([])
     chat_load.main([])
     connections.main([])

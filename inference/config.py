@@ -62,6 +62,8 @@ class InferenceConfig:
     yield_recovery_samples: int = 3
     yield_probe_fraction: float = 0.1
     yield_probe_interval_s: float = 30.0
+    # Background probes one process runs at once; a probe due while they are busy is skipped.
+    yield_probes_in_flight: int = 1
     yield_max_age_s: float = 3600.0
     yield_flush_interval_s: float = 2.0
 

@@ -27,8 +27,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
+import psutil
 from django.conf import settings
 
 from inference import selectors, services
@@ -173,26 +175,55 @@ def _log_tail(log_path: Path, lines: int = 15) -> str:
         return ""
 
 
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` or one of its children holds a listening TCP socket on `port`."""
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False
+    for proc in processes:
+        try:
+            for conn in proc.net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                    return True
+        except psutil.Error:
+            continue
+    return False
+
+
 def engine_wait_ready(
     base_url: str, *, pid: int, timeout_s: float, log_path: Path | None = None
 ) -> float:
-    """Poll `/health` until 200; raise EngineError if the process exits or time runs out.
+    """Poll `/health` until 200 from the engine `pid` itself; raise EngineError if the process
+    exits or time runs out.
 
-    Returns the seconds it took.
+    A `/health` answer only counts when `pid` (or its child) listens on the port: another
+    process that took the port meanwhile (a second checkout, a stale engine) must never be
+    mistaken for the one just started. Returns the seconds it took.
     """
     started = time.monotonic()
     deadline = started + timeout_s
+    port = urlsplit(base_url).port
+    foreign = False
     with httpx.Client(timeout=2.0) as client:
         while time.monotonic() < deadline:
             if not pid_alive(pid):
                 tail = _log_tail(log_path) if log_path else ""
                 raise EngineError(f"engine pid {pid} exited during start-up\n{tail}")
             try:
-                if client.get(f"{base_url}/health").status_code == 200:
-                    return time.monotonic() - started
+                healthy = client.get(f"{base_url}/health").status_code == 200
             except httpx.HTTPError:
-                pass
+                healthy = False
+            if healthy and (port is None or listens_on(pid, port)):
+                return time.monotonic() - started
+            foreign = foreign or healthy
             time.sleep(0.5)
+    if foreign:
+        raise EngineError(
+            f"{base_url} answered, but from another process than engine pid {pid} "
+            "(the port was taken meanwhile)"
+        )
     raise EngineError(f"engine at {base_url} not healthy after {timeout_s:.0f}s")
 
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
 from redis.asyncio import Redis
 
 from inference import discovery, router, selectors, services
@@ -43,6 +42,7 @@ from inference.config import InferenceConfig, get_config
 from inference.errors import PoolUnavailable
 from inference.metrics import WorkerMetrics
 from inference.models import ModelWorker
+from supportbot.db_connections import connections_release
 
 logger = logging.getLogger(__name__)
 
@@ -403,9 +403,7 @@ def released(fn):
         try:
             return fn(*args, **kwargs)
         finally:
-            for conn in connections.all(initialized_only=True):
-                if not conn.in_atomic_block:
-                    conn.close()
+            connections_release()
 
     return run
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 import httpx
+import numpy as np
 from django.conf import settings
 
 from knowledge.models import EMBEDDING_DIMENSIONS
@@ -173,6 +174,44 @@ def _model_encode(texts: list[str]) -> list[list[float]]:
         show_progress_bar=False,
     )
     return array.tolist()
+
+
+def token_embeddings_available() -> bool:
+    """Whether `embed_tokens` can run: only the local model exposes per-token vectors."""
+    return settings.KNOWLEDGE_EMBEDDINGS_BACKEND == LOCAL
+
+
+_token_lock = threading.Lock()
+
+
+def embed_tokens(texts: list[str]) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
+    """Contextual word-piece vectors of each text: (character spans, unnormalized rows).
+
+    One batched model call for all texts; special tokens ([CLS], [SEP]) are left out. The
+    spans index the text as given, so callers can map pieces back to their own words.
+    """
+    if not texts:
+        return []
+    if not token_embeddings_available():
+        raise EmbeddingError("Token embeddings need the local embedding model.")
+    model = local_model()
+    encoded = model.tokenizer(
+        texts, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length
+    )
+    with _token_lock:
+        outputs = model.encode(
+            texts,
+            batch_size=BATCH_SIZE,
+            output_value="token_embeddings",
+            convert_to_numpy=False,
+            show_progress_bar=False,
+        )
+    result = []
+    for offsets, output in zip(encoded["offset_mapping"], outputs, strict=True):
+        matrix = np.asarray(output.detach().cpu().float().numpy(), dtype=np.float32)
+        keep = [i for i, (start, end) in enumerate(offsets[: len(matrix)]) if end > start]
+        result.append(([tuple(offsets[i]) for i in keep], matrix[keep]))
+    return result
 
 
 def _openai_encode(texts: list[str]) -> list[list[float]]:

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from knowledge.embeddings import embed_texts
+from knowledge.embeddings import embed_texts, embed_tokens
 from supportbot.errors import ApplicationError
+from verification.alignment import TokenEmbed
 from verification.text import split_sentences
 from verification.verifier import PassageVerifier
 
@@ -108,12 +109,15 @@ def _other(triples: list[Triple], n: int) -> Triple | None:
 
 
 def calibrate(
-    triples: list[Triple], *, embed: Callable[[list[str]], list[list[float]]] = embed_texts
+    triples: list[Triple],
+    *,
+    embed: Callable[[list[str]], list[list[float]]] = embed_texts,
+    token_embed: TokenEmbed | None = embed_tokens,
 ) -> Report:
     """Check every faithful and unfaithful paraphrase against its own passage."""
     outcomes, sentences, seconds = [], 0, 0.0
     for n, triple in enumerate(triples):
-        verifier = PassageVerifier([triple.passage], embed=embed)
+        verifier = PassageVerifier([triple.passage], embed=embed, token_embed=token_embed)
         started = time.perf_counter()
         ok_f, reasons_f, n_f = _accepted(verifier, triple.faithful)
         ok_u, reasons_u, n_u = _accepted(verifier, triple.unfaithful)

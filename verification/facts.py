@@ -1,4 +1,5 @@
-"""Fact-level checks of a claim against the passage sentence that is meant to support it.
+"""Fact-level checks of a claim against the passage sentence that is meant to support it
+(names and identifiers: `verification.names`).
 
 Each check looks for one way a fluent paraphrase changes a fact while keeping nearly every
 word: a number or its unit, a negation, a condition or comparison turned round, a name, or a
@@ -10,7 +11,10 @@ specific than its source (dropping a number is not a changed fact; adding one is
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
+from verification.lexicon import contrasts, root, synonyms_of
+from verification.names import name_reasons
 from verification.text import content_words, words
 
 # --------------------------------------------------------------------------- numbers
@@ -54,9 +58,13 @@ def _value(token: str) -> str | None:
     return digits.rstrip("0").rstrip(".") if "." in digits else digits
 
 
+_ONE_TIME = re.compile(r"\b(?:a single|one) time\b", re.I)  # "used one time" = "used once"
+
+
 def quantities(text: str) -> set[tuple[str, str | None]]:
     """(value, unit) pairs: "30 days" -> ("30", "day"), "a year" -> ("1", "year"), "$6.95"."""
     text = text.replace("’", "'").replace("–", "-").replace("noon", "12 pm")
+    text = _ONE_TIME.sub("once", text)
     tokens = _NUMBER_TOKEN.findall(re.sub(r"(\d)-(?=[a-z])", r"\1 ", text))
     found: set[tuple[str, str | None]] = set()
     for i, token in enumerate(tokens):
@@ -125,6 +133,11 @@ _NOT_NEGATIONS = re.compile(
     r"\bno (?:more|later|less|fewer|earlier) than\b|\b(?:at )?no (?:extra )?(?:charge|cost)\b"
     r"|\b(?:pay|pays|costs?) nothing\b|\bnothing to pay\b"
 )
+# "an array rather than a linked list" says "an array, not a linked list".
+# "stops working" says "no longer works"; "differs from" says "is not the same as".
+_NEGATING_PHRASES = re.compile(
+    r"\b(?:rather than|instead of|(?:stops?|stopped|ceases?) (?:to )?\w+ing|differs? from)\b"
+)
 _COMPOUND = re.compile(r"\b[a-z]+(?:-[a-z]+)+\b")
 
 
@@ -137,11 +150,18 @@ def _compounds_marked(text: str) -> str:
 
 
 def _prefix_negations(text: str, other: str) -> str:
-    """ "unsafe" -> "not safe" when the other text says "safe" (likewise im-, in-, non)."""
+    """ "unsafe" -> "not safe" when the other text says "safe" (likewise im-, in-, non); an un-
+    word also when the other text says a synonym ("unnecessary" against "need")."""
     other_words = set(words(other))
+    other_roots = {root(w) for w in other_words}
+
+    def said(prefix: str, word: str) -> bool:
+        # "unnecessary" against "need" (un- only: "incoming" is no "not coming")
+        return word in other_words or (prefix == "un" and bool(synonyms_of(word) & other_roots))
 
     def expand(match: re.Match) -> str:
-        return f"not {match.group(2)}" if match.group(2) in other_words else match.group(0)
+        prefix, word = match.group(1), match.group(2)
+        return f"not {word}" if said(prefix, word) else match.group(0)
 
     return re.sub(r"\b(un|im|in|non)([a-z]{4,})\b", expand, text)
 
@@ -152,6 +172,7 @@ def negations(text: str, other: str = "") -> int:
     low = _compounds_marked(_NOT_NEGATIONS.sub(" ", low))
     if other:
         low = _prefix_negations(low, other.lower())
+    low = _NEGATING_PHRASES.sub(" not ", low)
     return sum(1 for w in words(low) if w in NEGATION_CUES or w.endswith("n't"))
 
 
@@ -185,7 +206,18 @@ def negation_reasons(claim: str, support: str) -> list[str]:
         f"negation differs: {part!r} vs {aligned!r}"
         for part, aligned in _alignment(claim, support)
         if negations(part, aligned) != negations(aligned, part)
+        and not _negated_contrast(
+            part, aligned, negations(part, aligned) - negations(aligned, part)
+        )
     ]
+
+
+def _negated_contrast(part: str, aligned: str, difference: int) -> bool:
+    """One negation more and a contrast word instead ("a bad idea" for "not a good idea")."""
+    if abs(difference) != 1:
+        return False
+    mine, theirs = set(words(part)), set(words(aligned))
+    return any(contrasts(a, b) for a in mine - theirs for b in theirs - mine)
 
 
 # --------------------------------------------------------------------------- scope
@@ -196,7 +228,7 @@ _GROUPS = {
     "some": _set("some certain several sometimes"),
     "usually": _set("usually typically generally normally"),
     "only": _set("only solely exclusively exactly"),
-    "may": _set("may might possibly perhaps"),
+    "may": _set("may might possibly perhaps probably likely"),
 }
 _PHRASES = {
     "nearly all": "most",
@@ -207,11 +239,12 @@ _PHRASES = {
     "most often": "usually",
 }
 _JUST_A_NUMBER = re.compile(
-    r"\bjust (?=(?:\d|one|two|three|four|five|six|seven|eight|nine|ten|a single)\b)"
+    r"\bjust (?=(?:\d|one|two|three|four|five|six|seven|eight|nine|ten|a single|the|a|an)\b)"
 )
 _SUPERLATIVE = re.compile(r"\b(?:the|a) most \w+")
 
 
+_EACH = re.compile(r"\b(?:each|any)\b")  # "every package" restates "each package"
 _LIMITS = frozenset({"only", "most", "may", "usually"})  # dropping one widens the claim
 
 
@@ -220,7 +253,8 @@ def _scope_words(text: str) -> tuple[set[str], bool]:
     groups = {g for phrase, g in _PHRASES.items() if f" {phrase} " in f" {low} "}
     low = _SUPERLATIVE.sub(" ", low)  # "the most common" is no quantifier
     low = re.sub(r"\bat all\b", " ", low)  # "not at all" is emphasis, not "all"
-    low = _JUST_A_NUMBER.sub(" only ", low)  # "just one" = "only one"; "just over" is not
+    low = re.sub(r"\bat (?:most|least)\b", " ", low)  # a bound, not a quantifier
+    low = _JUST_A_NUMBER.sub(" only ", low)  # "just one", "just the" = "only"; "just over" is not
     tokens = set(low.split())
     groups |= {g for g, members in _GROUPS.items() if tokens & members}
     return groups, bool(tokens & _UNIVERSAL)
@@ -232,7 +266,7 @@ def scope_reasons(claim: str, support: str) -> list[str]:
     support_groups, support_universal = _scope_words(support)
     added = claim_groups - support_groups - {"may"}  # a hedge the passage lacks is no new fact
     reasons = [f"scope word not in passage: {g}" for g in sorted(added)]
-    if claim_universal and not support_universal:
+    if claim_universal and not support_universal and not _EACH.search(" ".join(words(support))):
         reasons.append("claims all/every/always where the passage does not")
     for part, aligned in _alignment(claim, support):
         dropped = (_scope_words(aligned)[0] - _scope_words(part)[0]) & _LIMITS
@@ -258,6 +292,8 @@ _OPPOSITES = [
     ("unopened", "opened"), ("in place", "copy"), ("must", "may"),
     ("must", "optionally"),
 ]  # fmt: skip
+# A comparison the passage may state in another word ("under $50" for "below $50").
+_SAME_AS = {"under": ("below",), "below": ("under",), "over": ("above",), "above": ("over",)}
 _CONDITION_CUES = ("if", "unless", "when", "whenever", "once", "as long as", "provided", "only if")
 _CUE_GROUPS = {
     "an exception": ("unless", "except", "other than", "apart from", "besides"),
@@ -274,65 +310,51 @@ def _has(text: str, phrase: str) -> bool:
     return _count(text, phrase) > 0
 
 
+def _forms(word: str) -> str:
+    """A word with its inflections: "include" -> include|includes|included|including."""
+    w = re.escape(word)
+    if word.endswith("e"):
+        return rf"{w[:-1]}(?:e|es|ed|ing)"
+    doubled = re.escape(word[-1]) if re.search(r"[^aeiou][aeiou][bdgmnprt]$", word) else ""
+    return rf"{w}(?:s|es|ed|ing|{doubled}ed|{doubled}ing)?" if doubled else rf"{w}(?:s|es|ed|ing)?"
+
+
+@lru_cache(maxsize=1024)
+def _phrase_pattern(phrase: str) -> re.Pattern:
+    """A phrase; a one-word phrase of four letters or more in any of its inflections."""
+    body = re.escape(phrase) if " " in phrase or len(phrase) < 4 else _forms(phrase)
+    return re.compile(rf"(?<!\w){body}(?!\w)")
+
+
+def _count_forms(text: str, phrase: str) -> int:
+    """Occurrences of a phrase; a one-word phrase in any of its inflections."""
+    return len(_phrase_pattern(phrase).findall(text))
+
+
+_BOUND_SIGNS = {"<=": " at most ", "≤": " at most ", ">=": " at least ", "≥": " at least "}
+
+
+def _bounds(text: str) -> str:
+    """Comparison signs as words: "<= 0" -> "at most 0"."""
+    for sign, phrase in _BOUND_SIGNS.items():
+        text = text.replace(sign, phrase)
+    return text
+
+
 def condition_reasons(claim: str, support: str) -> list[str]:
     """No condition or comparison turned into its opposite, no exception the passage lacks."""
-    c, s = (t.lower().replace("’", "'").replace("-", " ") for t in (claim, support))
+    c, s = (_bounds(t.lower().replace("’", "'")).replace("-", " ") for t in (claim, support))
     reasons = []
     for a, b in _OPPOSITES:
         for mine, theirs in ((a, b), (b, a)):
             # "after discounts and after tax" against "after discounts and before tax"
-            if _count(c, mine) > _count(s, mine) and _count(c, theirs) < _count(s, theirs):
+            mine_c = _count_forms(c, mine)
+            mine_s = _count_forms(s, mine) + sum(_count(s, a) for a in _SAME_AS.get(mine, ()))
+            if mine_c > mine_s and _count_forms(c, theirs) < _count_forms(s, theirs):
                 reasons.append(f"says {mine!r} where the passage says {theirs!r}")
     for name, cues in _CUE_GROUPS.items():
         if any(_has(c, cue) for cue in cues) and not any(_has(s, cue) for cue in cues):
             reasons.append(f"adds {name} the passage lacks")
-    return reasons
-
-
-# --------------------------------------------------------------------------- names
-
-
-def names(text: str) -> list[tuple[str, bool]]:
-    """Names and code in their order, as (lowercased token, is code): capitalised words that do
-    not open the sentence, and identifiers (os.rmdir(), PyInit_foo, ST-300, rc1)."""
-    found = []
-    body = text.strip().lstrip("\"“”'")
-    for match in re.finditer(r"[\w.'’()/-]+", body):
-        token = match.group(0).strip(".,'’()/-").replace("’", "'")
-        if not token:
-            continue
-        is_code = bool(re.search(r"[a-z]\.[a-z]|\w\(|_|[a-z]\d|\d[a-z]", token, re.I))
-        if is_code or (token[0].isupper() and match.start() > 0):
-            found.append((token.lower(), is_code))
-    return found
-
-
-def _initials(text: str) -> set[str]:
-    """Acronyms of capitalised runs: "Python Software Foundation" -> "psf"."""
-    found = set()
-    for run in re.findall(r"(?:\b[A-Z][\w'’-]*\s+){1,5}[A-Z][\w'’-]*", text):
-        letters = [w[0].lower() for w in run.split()]
-        for i in range(len(letters)):
-            for j in range(i + 2, len(letters) + 1):
-                found.add("".join(letters[i:j]))
-    return found
-
-
-def name_reasons(claim: str, support: str) -> list[str]:
-    """Every name or identifier of the claim is in the support; identifiers in its order."""
-    have = support.lower().replace("’", "'")
-    mine = names(claim)
-    initials = _initials(support)
-    missing = [
-        n
-        for n, _ in mine
-        if not _has(have, n) and not _has(have, n.rstrip("s")) and n not in initials
-    ]
-    reasons = [f"name not in passage: {n}" for n in dict.fromkeys(missing)]
-    code = [n for n in dict.fromkeys(n for n, is_code in mine if is_code) if n not in missing]
-    positions = [have.find(n) for n in code]
-    if len(positions) >= 2 and positions != sorted(positions):
-        reasons.append(f"identifiers in another order than the passage: {code}")
     return reasons
 
 

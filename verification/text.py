@@ -103,6 +103,11 @@ def content_words(text: str) -> set[str]:
     return {_stem(w) for w in _words(text) if w not in STOPWORDS and w not in NEGATIONS}
 
 
+def stem(word: str) -> str:
+    """A crude stem: -ing, -ed, -es, -s off, a doubled consonant undone ("shipping" -> "ship")."""
+    return _stem(word)
+
+
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):

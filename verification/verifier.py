@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from knowledge.embeddings import embed_texts
+from knowledge.embeddings import embed_texts, embed_tokens, token_embeddings_available
+from verification.alignment import Aligned, TokenEmbed, WordVectorCache, licence
 from verification.facts import fact_reasons
 from verification.text import (
     cited_indexes,
@@ -17,8 +18,9 @@ from verification.text import (
     strip_citations,
 )
 
-LEXICAL_MIN = 0.52
+LEXICAL_MIN = 0.6  # share of the claim's content words the passage sentence licenses
 EMBED_MIN = 0.45
+UNLICENSED_MAX = 4  # claim content words that nothing in the passage sentence licenses
 MIN_CLAIM_WORDS = 3  # "Order A-1042." is a fragment, not an answer
 SUPPORT_SENTENCES = 3  # the passage sentences closest to a claim that may support it
 
@@ -57,15 +59,21 @@ class Verification:
         return seen
 
 
-def _check_against(sentence: str, support: str, semantic: float) -> tuple[bool, float, list[str]]:
+def _check_against(
+    sentence: str, support: str, semantic: float, claim: Aligned, passage: Aligned
+) -> tuple[bool, float, list[str]]:
     """Check one claim against one passage sentence (the unit of support)."""
     reasons = []
     words = content_words(sentence)
-    lexical = len(words & content_words(support)) / len(words) if words else 0.0
+    licensed = licence(claim, passage)
+    lexical = licensed.recall
     if len(words) < MIN_CLAIM_WORDS:
         reasons.append("too short to be a claim")
     if lexical < LEXICAL_MIN:
         reasons.append(f"lexical {lexical:.2f} < {LEXICAL_MIN}")
+    if len(licensed.unlicensed) > UNLICENSED_MAX:
+        reasons.append(f"words the passage does not license: {licensed.unlicensed}")
+    reasons += licensed.reasons
     if semantic < EMBED_MIN:
         reasons.append(f"semantic {semantic:.2f} < {EMBED_MIN}")
     missing_terms = policy_terms(sentence) - policy_terms(support)
@@ -75,23 +83,42 @@ def _check_against(sentence: str, support: str, semantic: float) -> tuple[bool, 
     return not reasons, lexical, reasons
 
 
+_DEFAULT: TokenEmbed = embed_tokens
+_SHARED_WORD_VECTORS = WordVectorCache(embed_tokens)
+
+
+def _word_vectors(token_embed: TokenEmbed | None) -> WordVectorCache:
+    if token_embed is _DEFAULT:
+        if not token_embeddings_available():  # a remote embedding backend: forms and lists only
+            return WordVectorCache(None)
+        return _SHARED_WORD_VECTORS
+    return WordVectorCache(token_embed)
+
+
 class PassageVerifier:
-    """Checks sentences against a fixed set of retrieved passages (embedded once)."""
+    """Checks sentences against a fixed set of retrieved passages (embedded once).
+
+    `token_embed` gives contextual word-piece vectors (the local MiniLM by default) for aligning
+    a claim's words to the passage's; None checks word forms and the curated lists only.
+    """
 
     def __init__(
         self,
         passage_texts: Sequence[str],
         *,
         embed: Callable[[list[str]], list[list[float]]] = embed_texts,
+        token_embed: TokenEmbed | None = _DEFAULT,
     ) -> None:
         self.passage_texts = list(passage_texts)
         self.embed = embed
+        self.word_vectors = _word_vectors(token_embed)
         groups = [split_sentences(p) or [p] for p in self.passage_texts]
         self.flat = [s for group in groups for s in group]
         self.owners = [i for i, group in enumerate(groups) for _ in group]
         self.flat_vecs = (
             np.asarray(embed(self.flat), dtype=np.float32) if self.flat else np.zeros((0, 384))
         )
+        self.flat_words = self.word_vectors(self.flat)
 
     def check_many(self, raw_sentences: Sequence[str]) -> list[SentenceCheck]:
         clean = [strip_citations(s) for s in raw_sentences]
@@ -101,31 +128,38 @@ class PassageVerifier:
             return [SentenceCheck(c, False, None, reasons=["no passages"]) for c in clean]
         sent_vecs = np.asarray(self.embed(clean), dtype=np.float32)
         sims = sent_vecs @ self.flat_vecs.T  # normalized embeddings: cosine
+        aligned = self.word_vectors(clean)
         return [
-            self._check(raw, sentence, sims[row])
+            self._check(raw, sentence, sims[row], aligned[row])
             for row, (raw, sentence) in enumerate(zip(raw_sentences, clean, strict=True))
         ]
 
     def check(self, raw_sentence: str) -> SentenceCheck:
         return self.check_many([raw_sentence])[0]
 
-    def _check(self, raw: str, sentence: str, sims: np.ndarray) -> SentenceCheck:
+    def _check(self, raw: str, sentence: str, sims: np.ndarray, claim: Aligned) -> SentenceCheck:
         n = len(self.passage_texts)
         cited = [i for i in cited_indexes(raw) if 1 <= i <= n]
         candidates = [i - 1 for i in cited] or list(range(n))
-        best: SentenceCheck | None = None
+        pairs = []  # (passage, passage sentence): each passage's closest sentences
         for p in candidates:
             cols = sorted(
                 (j for j, owner in enumerate(self.owners) if owner == p), key=lambda c: -sims[c]
             )
-            for j in cols[:SUPPORT_SENTENCES]:
-                ok, lexical, reasons = _check_against(sentence, self.flat[j], float(sims[j]))
-                check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
-                if best is None or (check.supported, check.semantic) > (
-                    best.supported,
-                    best.semantic,
-                ):
-                    best = check
+            pairs += [(p, j) for j in cols[:SUPPORT_SENTENCES]]
+        pairs.sort(key=lambda pj: -sims[pj[1]])
+        best: SentenceCheck | None = None
+        for p, j in pairs:
+            if best is not None and sims[j] < EMBED_MIN:
+                break  # it cannot be supported, nor outrank the closest sentence already checked
+            ok, lexical, reasons = _check_against(
+                sentence, self.flat[j], float(sims[j]), claim, self.flat_words[j]
+            )
+            check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
+            if best is None or (check.supported, check.semantic) > (best.supported, best.semantic):
+                best = check
+            if ok:
+                break  # the closest supporting sentence: every later one is less close
         if best is None:  # candidates is never empty when passages exist
             raise ValueError("no candidate passages")
         foreign = [i for i in cited_indexes(raw) if not 1 <= i <= n]

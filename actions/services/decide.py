@@ -16,13 +16,12 @@ from django.utils import timezone
 from actions import selectors
 from actions.models import ActionRequest
 from actions.providers import ProviderError
-from actions.services.config import action_policy_get, provider_for
+from actions.services.config import provider_for
 from actions.services.execute import execute
 from actions.services.ledger import State, audit, reject, transition
 from actions.services.propose import order_refusal, refundable_now
 from actions.services.sweep import notify_customer
 from supportbot.errors import ApplicationError, Conflict, NotFound, PermissionDenied
-from supportbot.models import Membership
 from supportbot.services import Actor
 
 
@@ -33,24 +32,9 @@ def _refuse(action: ActionRequest, agent, code: str, detail: str) -> PermissionD
 
 def _authorize(action: ActionRequest, agent) -> None:
     """Raise PermissionDenied (audited) unless `agent` may decide `action`."""
-    membership = Membership.objects.filter(tenant=action.tenant, user=agent).first()
-    if membership is None:
-        raise _refuse(action, agent, "not_a_member", "Only agents of this tenant decide approvals.")
-    if action.initiated_by_id and action.initiated_by_id == agent.pk:
-        raise _refuse(
-            action,
-            agent,
-            "own_proposal",
-            "You proposed this action, so someone else has to approve it.",
-        )
-    roles = action_policy_get(tenant=action.tenant).approver_roles.get(action.risk, [])
-    if membership.role not in roles:
-        raise _refuse(
-            action,
-            agent,
-            "role_not_allowed",
-            f"Your role ({membership.role}) may not approve {action.risk}-risk actions here.",
-        )
+    refusal = selectors.decide_refusal(user=agent, tenant=action.tenant, action=action)
+    if refusal is not None:
+        raise _refuse(action, agent, *refusal)
 
 
 def _revalidate(action: ActionRequest) -> tuple[str, str] | None:

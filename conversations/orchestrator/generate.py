@@ -25,6 +25,7 @@ from conversations.orchestrator.base import Draft, Turn, cpu
 from conversations.orchestrator.extractive import quote_for
 from conversations.orchestrator.prompt import PROMPT_VERSION
 from inference import gateway, yields
+from inference.config import get_config
 from supportbot.observability import tracing
 from verification import PassageVerifier, RelevanceGate, split_sentences
 
@@ -207,8 +208,20 @@ SHADOW_PROBE_TIMEOUT_S = 30.0
 _probes: set[asyncio.Task] = set()
 
 
-def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
-    """Generate in the background, verify every sentence, record the yield; show nothing."""
+def shadow_probe_free() -> bool:
+    """Whether this process may start another background probe now."""
+    return len(_probes) < max(0, get_config().yield_probes_in_flight)
+
+
+def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> bool:
+    """Generate in the background, verify every sentence, record the yield; show nothing.
+
+    At most `INFERENCE_YIELD_PROBES_IN_FLIGHT` probes run in this process at once: a probe
+    that falls due while they are busy is skipped (False), so a busy hour of skipped answers
+    never piles probes onto the worker the policy is keeping customers away from.
+    """
+    if not shadow_probe_free():
+        return False
     # A context of its own: the probe outlives the turn, whose thread-sensitive context
     # refuses calls once the turn is over.
     task = asyncio.create_task(
@@ -216,6 +229,7 @@ def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
     )
     _probes.add(task)
     task.add_done_callback(_probes.discard)
+    return True
 
 
 async def _shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:

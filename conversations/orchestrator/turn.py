@@ -13,7 +13,6 @@ from datetime import timedelta
 
 from asgiref.sync import AsyncToSync, ThreadSensitiveContext
 from django.conf import settings
-from django.db import connections
 from django.utils import timezone
 
 from actions import intents as action_intents
@@ -32,12 +31,18 @@ from conversations.orchestrator.base import (
 )
 from conversations.orchestrator.extractive import citations, extractive_draft
 from conversations.orchestrator.finish import finish
-from conversations.orchestrator.generate import SHADOW_PROBES, generate, shadow_probe
+from conversations.orchestrator.generate import (
+    SHADOW_PROBES,
+    generate,
+    shadow_probe,
+    shadow_probe_free,
+)
 from conversations.orchestrator.handoff import hand_off, request_handoff
 from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
 from handoffs.models import Handoff
 from inference import gateway, yields
 from knowledge import selectors as knowledge
+from supportbot.db_connections import connections_release
 from supportbot.observability import tracing
 
 logger = logging.getLogger(__name__)
@@ -68,10 +73,13 @@ _turn_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 class TurnSlots:
     """At most ORCHESTRATOR_MAX_CONCURRENT_TURNS turns at once in this process, and at most
     ORCHESTRATOR_MAX_TURNS_PER_TENANT of them for one tenant: a tenant whose order system
-    hangs can hold only its share, never every slot."""
+    hangs can hold only its share, never every slot. Saving and acknowledging a message is
+    bounded separately (as many at once as turns), so a queue of turns never delays the
+    customer's `message.accepted`."""
 
     def __init__(self, total: int, per_tenant: int) -> None:
         self.total = asyncio.Semaphore(total)
+        self.receiving = asyncio.Semaphore(total)
         self.per_tenant_limit = max(1, min(per_tenant, total))
         self.tenants: dict[int, asyncio.Semaphore] = {}
 
@@ -92,12 +100,28 @@ def _slots() -> TurnSlots:
     return _turn_slots[loop]
 
 
-def _release_connections() -> None:
-    """Close this thread's database connections (not one inside a transaction: a caller's
-    test or atomic block owns that one)."""
-    for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            conn.close()
+@contextlib.asynccontextmanager
+async def _thread_of_its_own(name: str):
+    """Run the block's ORM work (`db(...)`) in a thread of its own, closing its connection at
+    the end.
+
+    A plain ThreadSensitiveContext() is a no-op inside an inherited one (the consumer's
+    per-event context, Django's per-request one), and the work would then run on a thread
+    that dies with that event, holding its connection: hence an executor of its own. A sync
+    caller (async_to_sync: a management command, a test inside its transaction) keeps the ORM
+    work on its own thread, as asgiref does by default.
+    """
+    sync_caller = getattr(AsyncToSync.executors, "current", None) is not None
+    executor = None if sync_caller else ThreadPoolExecutor(1, thread_name_prefix=name)
+    try:
+        async with ThreadSensitiveContext(executor=executor):
+            try:
+                yield
+            finally:
+                await db(connections_release)()
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=False)
 
 
 @contextlib.asynccontextmanager
@@ -106,26 +130,17 @@ async def _own_thread(tenant_id: int):
 
     Turns of different conversations proceed in parallel (asgiref would otherwise run every
     thread-sensitive call of the process on one shared thread); the bounds keep the
-    process's database connections finite and one tenant from taking every slot, and the
-    turn's connection is closed at its end.
+    process's database connections finite and one tenant from taking every slot.
     """
-    async with metrics.turn_tracked(), _slots().hold(tenant_id):
-        # An executor of the turn's own: a plain ThreadSensitiveContext() is a no-op inside an
-        # inherited one (the consumer's per-event context, Django's per-request one), and the
-        # turn would then run on a thread that dies with that event, holding its connection.
-        # A sync caller (async_to_sync: a management command, a test inside its transaction)
-        # keeps the turn's ORM work on its own thread, as asgiref does by default.
-        sync_caller = getattr(AsyncToSync.executors, "current", None) is not None
-        executor = None if sync_caller else ThreadPoolExecutor(1, thread_name_prefix="turn")
-        try:
-            async with ThreadSensitiveContext(executor=executor):
-                try:
-                    yield
-                finally:
-                    await db(_release_connections)()
-        finally:
-            if executor is not None:
-                executor.shutdown(wait=False)
+    async with metrics.turn_tracked(), _slots().hold(tenant_id), _thread_of_its_own("turn"):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _receiving():
+    """Save and acknowledge a message in a short thread of its own, outside the turn slots."""
+    async with _slots().receiving, _thread_of_its_own("receive"):
+        yield
 
 
 async def handle_customer_message(
@@ -143,7 +158,7 @@ async def handle_customer_message(
     unless `subscribed` (the caller's connection is in the conversation's group), every
     conversation event of the turn too. `origin` names the calling connection.
     """
-    async with _own_thread(conversation.tenant_id):
+    async with _receiving():
         message, created = await db(services.message_receive)(
             conversation=conversation,
             client_message_id=client_message_id,
@@ -175,9 +190,11 @@ async def handle_customer_message(
                 Message.State.CALLING_TOOL,
             ):
                 return Outcome(customer_message=message, reply=None, duplicate=True)
+    # Acknowledged: now wait for a turn slot (the sweeper answers it if this process dies).
+    async with _own_thread(conversation.tenant_id):
         outcome = await _respond(conversation.pk, message, channel)
-        outcome.duplicate = not created
-        return outcome
+    outcome.duplicate = not created
+    return outcome
 
 
 async def respond(
@@ -293,10 +310,13 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
 
     await db(services.message_set_state)(message_id=message.pk, state=Message.State.ANSWERING)
     draft, generation, path_reason = None, None, "no_worker"
+    probing = False
     model = ""
     if await db(gateway.gateway_available)():
         model = yields.model_for_role("primary")
         try_model, path_reason = yields.should_generate(model)
+        if try_model and path_reason in SHADOW_PROBES and not shadow_probe_free():
+            try_model, path_reason = False, "low_yield"  # the process's probes are busy
         if try_model:
             history = await db(selectors.recent_messages)(
                 conversation=conversation, limit=RECENT_MESSAGES + 1
@@ -312,7 +332,7 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
                 # The model is measured useless: never make this customer wait for it. Probe
                 # it in the background (verified, recorded, never shown) so a better model or
                 # worker is noticed; the customer gets the extractive answer now.
-                shadow_probe(turn, messages, ordered)
+                probing = shadow_probe(turn, messages, ordered)
                 path_reason = "low_yield"
             else:
                 generation = await generate(turn, messages, ordered)
@@ -343,6 +363,8 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
         embedded_texts=turn.embedder.computed,
         follow_up=resolved.follow_up,
     )
+    if probing:
+        meta["shadow_probe"] = True
     yields.answer_path_record(path=path, reason=path_reason, waited_ms=waited_ms, model=model)
     if emitted and draft.kind == Message.Kind.EXTRACTIVE:
         # Verified sentences were shown before the model failed: replace them whole.

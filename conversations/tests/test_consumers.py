@@ -1,5 +1,7 @@
 """The chat WebSocket through the real ASGI application and the Redis channel layer."""
 
+import contextlib
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -9,6 +11,7 @@ from actions import services as action_services
 from conversations import services
 from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
+from conversations.orchestrator.turn import _slots
 from supportbot.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -380,4 +383,36 @@ async def test_answered_messages_give_their_database_connections_back(
         )
         await receive_until(comm, "answer.completed", timeout=30)
     assert in_use() - before <= 1, pool.get_stats()
+    await comm.disconnect()
+
+
+async def test_a_message_is_acknowledged_while_every_turn_slot_of_its_tenant_is_busy(
+    tenant, help_center, local_cache
+):
+    """Saving and acknowledging come before the queue for a turn slot: on a busy Monday the
+    customer sees `message.accepted` at once, and the answer once a slot frees up."""
+    comm = await connect()
+    await start(comm, tenant.slug)
+    slots = _slots()  # the process's slots (the consumer runs on this event loop)
+    busy = contextlib.AsyncExitStack()
+    for _ in range(slots.per_tenant_limit):
+        await busy.enter_async_context(slots.hold(tenant.pk))
+
+    await comm.send_json_to(
+        {"type": "message.send", "client_message_id": "m1", "text": "How long do refunds take?"}
+    )
+    accepted, _ = await receive_until(comm, "message.accepted", timeout=5)
+    assert accepted["client_message_id"] == "m1"
+    assert await comm.receive_nothing(timeout=0.5)  # no answer while the slots are held
+
+    await busy.aclose()
+    completed, seen = await receive_until(comm, "answer.completed")
+    assert "answer.started" in [e["type"] for e in seen]
+    assert "5-10 business days" in completed["text"]
+    assert (
+        await database_sync_to_async(
+            Message.objects.filter(conversation__tenant=tenant, role=Message.Role.BOT).count
+        )()
+        == 1
+    )
     await comm.disconnect()

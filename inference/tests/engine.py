@@ -52,20 +52,33 @@ class Engine:
         os.kill(self.pid, 9)
 
 
-def engine_start(name: str, *, cfg: InferenceConfig | None = None) -> Engine:
-    """Launch one CPU engine on a free port and wait until it is healthy and warmed up."""
+def engine_start(name: str, *, cfg: InferenceConfig | None = None, attempts: int = 3) -> Engine:
+    """Launch one CPU engine on a free port and wait until it is healthy and warmed up.
+
+    Another checkout on this machine may take the same free port at the same moment; the
+    launcher then refuses the foreign answer (or the engine fails to bind), and the start is
+    tried again on another port.
+    """
     cfg = cfg or get_config()
-    port = launcher.free_port(cfg, taken=set())
-    command = launcher.engine_command(cfg, port=port, device="cpu")
-    log_path = Path(cfg.model_dir).parents[1] / "log" / "inference" / f"test-{name}.log"
-    proc = launcher.engine_spawn(command, log_path=log_path)
-    url = f"http://{cfg.host}:{port}"
-    try:
-        launcher.engine_wait_ready(
-            url, pid=proc.pid, timeout_s=cfg.start_timeout_s, log_path=log_path
-        )
-        launcher.engine_warm_up(url, model=cfg.served_model_name)
-    except BaseException:
-        launcher.engine_terminate(proc.pid)
-        raise
+    taken: set[int] = set()
+    for attempt in range(1, attempts + 1):
+        port = launcher.free_port(cfg, taken=taken)
+        taken.add(port)
+        command = launcher.engine_command(cfg, port=port, device="cpu")
+        log_path = Path(cfg.model_dir).parents[1] / "log" / "inference" / f"test-{name}.log"
+        proc = launcher.engine_spawn(command, log_path=log_path)
+        url = f"http://{cfg.host}:{port}"
+        try:
+            launcher.engine_wait_ready(
+                url, pid=proc.pid, timeout_s=cfg.start_timeout_s, log_path=log_path
+            )
+            launcher.engine_warm_up(url, model=cfg.served_model_name)
+            break
+        except launcher.EngineError:
+            launcher.engine_terminate(proc.pid)
+            if attempt == attempts or launcher.port_is_free(cfg.host, port):
+                raise  # not a port taken by someone else: a real start-up failure
+        except BaseException:
+            launcher.engine_terminate(proc.pid)
+            raise
     return Engine(name=name, url=url, pid=proc.pid, log_path=log_path)

@@ -90,6 +90,18 @@ def test_wait_ready_reports_an_engine_that_exits(tmp_path):
         launcher.engine_wait_ready("http://127.0.0.1:9", pid=proc.pid, timeout_s=5, log_path=log)
 
 
+def test_wait_ready_refuses_a_port_another_process_answers(replay):
+    """Another process answering /health on the engine's port (a second checkout's engine, a
+    stale one) is not the engine just started: wait, then say so."""
+    engine = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(launcher.EngineError, match="another process"):
+            launcher.engine_wait_ready(replay.url, pid=engine.pid, timeout_s=1.5)
+    finally:
+        engine.kill()
+        engine.wait()
+
+
 def test_wait_ready_and_warm_up_against_a_live_server(replay):
     took = launcher.engine_wait_ready(replay.url, pid=os.getpid(), timeout_s=5)
     assert took < 2

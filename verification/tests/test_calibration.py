@@ -13,15 +13,16 @@ from verification.calibration import calibrate, triples_load
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "calibration.jsonl"
 KINDS = {"number", "negation", "condition", "name", "scope"}
+SPLITS = ("dev", "held-out-1", "held-out-2", "held-out-3")
 OPENED = "Opened items can be returned within 30 days for store credit only."
 
 
 def test_the_committed_calibration_set_has_both_splits_and_every_change_kind():
     triples = triples_load(DATA)
     assert len(triples) >= 100
-    assert {t.split for t in triples} == {"dev", "held-out-1", "held-out-2"}
+    assert {t.split for t in triples} == set(SPLITS)
     assert {t.kind for t in triples} == KINDS
-    for split in ("dev", "held-out-1", "held-out-2"):
+    for split in SPLITS:
         assert {t.kind for t in triples if t.split == split} == KINDS
     assert {t.source.split(":")[0] for t in triples} == {"demo", "python-faq"}
     assert all(t.faithful != t.unfaithful for t in triples)

@@ -118,3 +118,55 @@ def test_odd_bytes_and_empty_text_never_crash(text):
     assert isinstance(fact_reasons(text, "Refunds take 5-10 business days."), list)
     assert isinstance(fact_reasons("Refunds take 5-10 business days.", text), list)
     assert isinstance(clauses(text), list)
+
+
+@pytest.mark.parametrize(
+    ("check", "claim", "support"),
+    [
+        (name_reasons, "signal provides a register function.", "The atexit module provides one."),
+        (name_reasons, "Load it with the json module.", "Load it with the pickle module."),
+        (condition_reasons, "Then i % j is at least 0.", "When j is negative, i % j is <= 0."),
+        (condition_reasons, "The price excludes sales tax.", "The price includes sales tax."),
+        (
+            negation_reasons,
+            "Readers of the forum still need to join the mailing list.",
+            "Readers of the forum find it unnecessary to join the mailing list.",
+        ),
+    ],
+)
+def test_changed_facts_in_other_forms_are_caught(check, claim, support):
+    assert check(claim, support)
+
+
+@pytest.mark.parametrize(
+    ("claim", "support"),
+    [
+        ("A list is an array rather than a linked list.", "Lists are arrays, not linked lists."),
+        (
+            "Readers of the forum don't need to join the mailing list.",
+            "Readers of the forum find it unnecessary to join the mailing list.",
+        ),
+        ("We keep just the card brand.", "We only keep the card brand."),
+        (
+            "Remove the app and the plugin stops working.",
+            "Remove the app and the plugin no longer works.",
+        ),
+        (
+            "The search path differs from the one Windows uses.",
+            "The search path is not the same as the one Windows uses.",
+        ),
+        (
+            "Static objects with constructors are a bad idea.",
+            "Static objects with constructors are not a good idea.",
+        ),
+        ("Every package gets a tracking link.", "Each package gets its own tracking link."),
+        ("The reset code works a single time.", "The reset code works once."),
+        ("Then i % j is at most 0.", "When j is negative, i % j is <= 0."),
+        (
+            "Shipping stays free if what you keep is under $50.",
+            "Orders over $50 ship free, even if what you keep is below $50.",
+        ),
+    ],
+)
+def test_faithful_rewordings_in_other_forms_keep_their_facts(claim, support):
+    assert fact_reasons(claim, support) == []

@@ -1,0 +1,95 @@
+"""Background probes of a skipped model: verified and recorded, never shown, and bounded per
+process so a busy hour of skipped answers cannot pile generations onto the worker."""
+
+import asyncio
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conversations.orchestrator import generate
+from inference import gateway, yields
+
+PASSAGE = "You can return most items within 30 days of delivery. Return shipping is free."
+
+
+def _embed(texts):
+    """Deterministic unit vectors: equal texts get equal vectors."""
+    out = []
+    for text in texts:
+        rng = np.random.default_rng(abs(hash(text)) % (2**32))
+        v = rng.standard_normal(384).astype(np.float32)
+        out.append(v / np.linalg.norm(v))
+    return out
+
+
+def _turn(n: int):
+    return SimpleNamespace(
+        conversation=SimpleNamespace(tenant_id=1, pk=n),
+        message=SimpleNamespace(pk=n),
+        embedder=_embed,
+    )
+
+
+@pytest.fixture
+def held_stream(monkeypatch):
+    """Every probe's model stream waits until the test releases it, then says the passage."""
+    release = asyncio.Event()
+    started = []
+
+    async def stream_chat(**kwargs):
+        started.append(kwargs["affinity_key"])
+        await release.wait()
+        yield gateway.ChatDelta(PASSAGE)
+        yield gateway.ChatResult(PASSAGE, "smollm2-135m", "w1", 600, 20, 50.0, 400.0)
+
+    monkeypatch.setattr(gateway, "stream_chat", stream_chat)
+    recorded = []
+    monkeypatch.setattr(yields, "record", lambda **kw: recorded.append(kw))
+    return SimpleNamespace(release=release, started=started, recorded=recorded)
+
+
+def _probes_limit(settings, n: int) -> None:
+    settings.INFERENCE = {**settings.INFERENCE, "YIELD_PROBES_IN_FLIGHT": n}
+
+
+async def _settle():
+    await asyncio.gather(*list(generate._probes))
+
+
+async def test_a_probe_due_while_the_last_one_runs_is_skipped(settings, held_stream):
+    _probes_limit(settings, 1)
+    ordered = [SimpleNamespace(text=PASSAGE)]
+
+    assert generate.shadow_probe(_turn(1), [], ordered) is True
+    assert generate.shadow_probe_free() is False
+    assert generate.shadow_probe(_turn(2), [], ordered) is False
+    await asyncio.sleep(0.05)
+    assert held_stream.started == ["conv:1"]
+
+    held_stream.release.set()
+    await _settle()
+    assert generate.shadow_probe_free() is True
+    assert len(held_stream.recorded) == 1
+    assert held_stream.recorded[0]["kept"] == 2  # both verbatim sentences verify
+    assert held_stream.recorded[0]["model"] == "smollm2-135m"
+
+
+async def test_probes_in_flight_follow_the_setting(settings, held_stream):
+    _probes_limit(settings, 3)
+    ordered = [SimpleNamespace(text=PASSAGE)]
+
+    started = [generate.shadow_probe(_turn(n), [], ordered) for n in range(5)]
+
+    assert started == [True, True, True, False, False]
+    held_stream.release.set()
+    await _settle()
+    assert len(held_stream.recorded) == 3
+
+
+async def test_zero_probes_in_flight_turns_probing_off(settings, held_stream):
+    _probes_limit(settings, 0)
+
+    assert generate.shadow_probe(_turn(1), [], [SimpleNamespace(text=PASSAGE)]) is False
+    await asyncio.sleep(0.05)
+    assert held_stream.started == []
