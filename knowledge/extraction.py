@@ -47,6 +47,22 @@ class ExtractionError(Exception):
 # Bytes a single PDF stream may decompress to, and the decoding work per stream. A text layer
 # needs far less; pypdf's defaults (75 MB, 300 MB) let one upload hold a worker's memory.
 PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
+# The version of each format's extractor, bumped whenever what it produces changes; documents
+# an older one made are re-indexed (`services.documents_reextract_outdated`, daily and
+# `manage.py reindex_outdated`), and only those: a change to HTML extraction never re-embeds
+# a tenant's PDFs. HTML 1: inline text joined as laid out (no spaces inside "os.remove"),
+# code blocks keep their lines, permalink anchors dropped, role="main" root; 2: headings over
+# nothing (a site title above the page's h1) dropped; 3: XHTML with an XML declaration
+# reads (it failed before). Others: 0, as before versions existed.
+EXTRACTOR_VERSIONS = {HTML: 3, PDF: 0, MARKDOWN: 0, PLAIN: 0}
+EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
+
+
+def extractor_version(content_type: str) -> int:
+    """The current extractor version of a (detected) content type."""
+    return EXTRACTOR_VERSIONS.get(content_type, 0)
+
+
 # libxml2 stops building the tree at this depth (ERR_RESOURCE_LIMIT); we fail the document.
 HTML_MAX_DEPTH = 255
 
@@ -88,6 +104,7 @@ class Block:
 
 
 _SPACES = re.compile(r"\s+")
+_LINE_SPACES = re.compile(r"[^\S\n]+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?)])")
 # C0 controls other than tab/newline/CR (PostgreSQL text cannot hold NUL) and U+FFFD.
 _CONTROL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 32), 127, 0xFFFD])
@@ -110,13 +127,19 @@ class Extracted:
             self._parts = [self._text] if self._text else []
         return self._text
 
-    def add(self, text: str, level: int = 0) -> None:
+    def add(self, text: str, level: int = 0, *, keep_lines: bool = False) -> None:
         """Append a block (whitespace collapsed), separated from the previous by a blank line.
 
-        Raise ExtractionError when the text would pass the character limit or the deadline
-        has passed."""
+        With `keep_lines` (preformatted code) each line is collapsed on its own and the line
+        breaks stay. Raise ExtractionError when the text would pass the character limit or
+        the deadline has passed."""
         self.limits.check_time()
-        text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", text.translate(_CONTROL))).strip()
+        text = text.translate(_CONTROL)
+        if keep_lines:
+            lines = (_LINE_SPACES.sub(" ", line).strip() for line in text.splitlines())
+            text = "\n".join(line for line in lines if line)
+        else:
+            text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", text)).strip()
         if not text:
             return
         separator = "\n\n" if self._length else ""
@@ -343,9 +366,19 @@ _HTML_DROP = [
 ]
 _HTML_BLOCKS = {"p", "li", "dt", "dd", "pre", "blockquote", "figcaption", "caption", "tr"}
 _HTML_HEADINGS = {f"h{i}": i for i in range(1, 7)}
-_CHROME = re.compile(r"\b(nav|navbar|menu|breadcrumb|cookie|footer|sidebar|skip-link)\b", re.I)
+_CHROME = re.compile(
+    r"\b(nav|navbar|menu|breadcrumbs?|cookie|footer|sidebar|sphinxsidebar|skip-link|headerlink)\b",
+    re.I,
+)
+# Whole class or id tokens of generated tables of contents and navigation bars (DocBook
+# "toc", "navheader", "navfooter"; Sphinx "toctree-wrapper"). Whole tokens only: Sphinx
+# wraps heading text in <a class="toc-backref">, which is content.
+_CHROME_TOKENS = {"toc", "navheader", "navfooter", "toctree-wrapper"}
+# Permalink anchors documentation generators put after headings ("¶", "#", "§").
+_PERMALINK_TEXT = {"¶", "#", "§", "🔗"}
 
 
+_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 _HTML_CONTAINERS = {"div", "section", "ul", "ol", "dl", "table", "tbody", "thead"}
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "search"}
 _HTML_CHECK_EVERY = 4096  # elements between deadline checks
@@ -362,26 +395,44 @@ def _html_dropped(element) -> bool:
         return True
     if tag in ("main", "article", "body"):
         return False
+    if tag == "a" and len(element) == 0 and (element.text or "").strip() in _PERMALINK_TEXT:
+        return True
     marker = f"{element.get('class') or ''} {element.get('id') or ''}"
-    return bool(marker.strip()) and bool(_CHROME.search(marker))
+    if not marker.strip():
+        return False
+    return bool(_CHROME.search(marker)) or not _CHROME_TOKENS.isdisjoint(marker.split())
+
+
+# Elements that break a line where they start and end (text on either side is not one word).
+_HTML_BREAKING = {
+    *_HTML_HEADINGS,
+    "p", "li", "dt", "dd", "pre", "blockquote", "figcaption", "caption", "tr", "td", "th",
+    "div", "section", "ul", "ol", "dl", "table", "tbody", "thead", "br", "hr",
+}  # fmt: skip
 
 
 def _html_text(element, limits: Limits) -> str:
-    """The element's visible text: its strings stripped and joined by spaces (no recursion)."""
+    """The element's visible text as a browser lays it out: inline strings joined as they
+    are ("<code>os</code>.remove" stays "os.remove"), a space where a block element starts
+    or ends (no recursion). Line breaks are kept for `keep_lines` callers."""
     strings: list[str] = []
     stack: list = [element]
+    seen = 0
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if item.strip():
-                strings.append(item.strip())
+            strings.append(item)
             continue
         if _html_dropped(item):
             continue
+        seen += 1
+        if item is not element and item.tag in _HTML_BREAKING:
+            strings.append("\n" if item.tag == "br" else " ")
+            stack.append(" ")
         _push_children(stack, item)
-        if len(strings) % _HTML_CHECK_EVERY == 0:
+        if seen % _HTML_CHECK_EVERY == 0:
             limits.check_time()
-    return " ".join(strings)
+    return "".join(strings)
 
 
 def _push_children(stack: list, element) -> None:
@@ -395,12 +446,17 @@ def _push_children(stack: list, element) -> None:
 
 
 def _html_root(document):
-    """<main>, else <article>, else <body>: the first that is not inside page chrome."""
+    """<main>, else <article>, else the element with role="main", else <body>: the first
+    that is not inside page chrome."""
     for name in ("main", "article"):
         for candidate in document.iter(name):
             if not any(_html_dropped(e) for e in (candidate, *candidate.iterancestors())):
                 return candidate
             break
+    for candidate in document.iterfind(".//*[@role='main']"):
+        if not any(_html_dropped(e) for e in (candidate, *candidate.iterancestors())):
+            return candidate
+        break
     body = document.find("body")
     return body if body is not None else document
 
@@ -411,6 +467,9 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     Parsed by libxml2 (lxml), which builds at most HTML_MAX_DEPTH levels; deeper nesting fails
     the document. The tree is walked with an explicit stack, each node visited once."""
     parser = etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
+    # XHTML (DocBook, many generators) opens with an XML declaration naming its encoding,
+    # which lxml refuses on text that is already decoded.
+    html = _XML_DECLARATION.sub("", html, count=1)
     document = etree.fromstring(html, parser) if html.strip() else None
     for entry in parser.error_log:
         if entry.type_name == "ERR_RESOURCE_LIMIT":
@@ -426,14 +485,14 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     root = _html_root(document)
     title_element = document.find("head/title")
     title = _html_text(title_element, limits) if title_element is not None else ""
-    entries: list[tuple[str, int]] = []
+    entries: list[tuple[str, int]] = []  # (text, level); level -1: preformatted
     inline: list[str] = []
     has_h1 = False
 
     def flush() -> None:
-        if inline:
-            entries.append((" ".join(inline), 0))
-            inline.clear()
+        if "".join(inline).strip():
+            entries.append(("".join(inline), 0))
+        inline.clear()
 
     flush_marker = object()
     stack: list = []
@@ -445,8 +504,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             flush()
             continue
         if isinstance(item, str):
-            if item.strip():
-                inline.append(item)
+            inline.append(item)
             continue
         visited += 1
         if visited % _HTML_CHECK_EVERY == 0:
@@ -462,12 +520,11 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             has_h1 = has_h1 or any(True for _ in item.iter("h1"))
             flush()
             cells = _html_cells(item) if name == "tr" else []
-            text = (
-                " | ".join(_html_text(c, limits) for c in cells)
-                if cells
-                else _html_text(item, limits)
-            )
-            entries.append((text, 0))
+            texts = [_SPACES.sub(" ", _html_text(c, limits)).strip() for c in cells]
+            if cells and not any(texts):
+                continue  # a row of empty cells (layout tables of navigation bars)
+            text = " | ".join(texts) if cells else _html_text(item, limits)
+            entries.append((text, -1 if name == "pre" else 0))
         elif name == "br":
             inline.append(" ")
         elif name in _HTML_CONTAINERS:
@@ -479,8 +536,11 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     flush()
     if title and not has_h1:
         result.add(title, level=1)
-    for text, level in entries:
-        result.add(text, level=level)
+    for i, (text, level) in enumerate(entries):
+        following = entries[i + 1][1] if i + 1 < len(entries) else 0
+        if level > 0 and 0 < following <= level:
+            continue  # a heading over nothing (a site title above the page's own h1)
+        result.add(text, level=max(level, 0), keep_lines=level < 0)
     return result
 
 

@@ -99,6 +99,10 @@ class DocumentVersion(models.Model):
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     text = models.TextField(blank=True)
+    # `knowledge.extraction.extractor_version` of the content type that made `text` (0: before
+    # versions existed).
+    # db_default: processes of the previous release still insert rows without it mid-deploy.
+    extractor_version = models.PositiveSmallIntegerField(default=0, db_default=0)
     audience = models.CharField(
         max_length=10, choices=Document.Audience.choices, default=Document.Audience.AGENTS
     )

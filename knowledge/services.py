@@ -21,12 +21,20 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.embeddings import BATCH_SIZE, embed_texts
-from knowledge.extraction import ExtractionError, Limits, detect_content_type, extract
+from knowledge.extraction import (
+    EXTRACTOR_VERSIONS,
+    ExtractionError,
+    Limits,
+    detect_content_type,
+    extract,
+    extractor_version,
+)
 from knowledge.models import Chunk, Document, DocumentVersion
 from knowledge.selectors import tenant_vector_index_name, tenant_vector_state
 from supportbot.errors import ApplicationError, Conflict, NotFound
@@ -368,6 +376,12 @@ def _fail(*, document: Document, version: int, error: str) -> None:
     drop the passages it had stored but never made searchable."""
     logger.warning("knowledge document %s v%s failed: %s", document.pk, version, error)
     with transaction.atomic():
+        # Which extractor failed it: an upgraded one tries again once
+        # (`documents_reextract_outdated`), the same one never.
+        failed = DocumentVersion.objects.filter(document_id=document.pk, version=version)
+        content_type = failed.values_list("content_type", flat=True).first()
+        if content_type is not None:
+            failed.update(extractor_version=extractor_version(content_type))
         if _status_set(
             document_id=document.pk, version=version, status=Document.Status.FAILED, error=error
         ):
@@ -441,7 +455,9 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
     drafts = chunk_document(extracted)
     if not drafts:
         raise ExtractionError("The file has headings but no body text to index.")
-    DocumentVersion.objects.filter(pk=source.pk).update(text=extracted.text)
+    DocumentVersion.objects.filter(pk=source.pk).update(
+        text=extracted.text, extractor_version=extractor_version(source.content_type)
+    )
 
     stored = _stored_ordinals(document_id=document_id, version=version, drafts=drafts)
     if not _status_set(
@@ -680,6 +696,102 @@ def document_reindex(*, tenant: Tenant, document_id: int, actor: Actor) -> Docum
     knowledge_revision_bump(tenant=tenant)
     _enqueue_index(document)
     return document
+
+
+@transaction.atomic
+def document_reextract(*, document_id: int, actor: Actor) -> Document | None:
+    """Index a ready document again from its stored file as a new version, when the live
+    version was extracted by an older extractor; return it, or None when nothing was due.
+
+    The live version stays searchable until the new one is ready (as for a new upload);
+    answers that cited the old one keep resolving. Safe to run twice: the second run finds
+    the document pending (or the new version current) and does nothing."""
+    document = Document.objects.select_for_update().filter(pk=document_id).first()
+    if (
+        document is None
+        or document.status != Document.Status.READY
+        or document.live_version != document.version
+    ):
+        return None
+    live = DocumentVersion.objects.get(document=document, version=document.live_version)
+    current = extractor_version(live.content_type)
+    if live.extractor_version >= current:
+        return None
+    try:
+        with live.file.open("rb") as fh:
+            data = fh.read()
+    except OSError as exc:  # the stored file is gone: keep serving what was indexed
+        logger.warning("knowledge document %s: cannot re-extract: %s", document.pk, exc)
+        return None
+    document.version += 1
+    document.status = Document.Status.PENDING
+    document.error = ""
+    document.chunks_done = document.chunks_total = document.attempts = 0
+    document.save()
+    new = _version_create(
+        document=document,
+        version=document.version,
+        data=data,
+        filename=live.filename,
+        content_type=live.content_type,
+        user=None,
+    )
+    DocumentVersion.objects.filter(pk=new.pk).update(audience=live.audience, segments=live.segments)
+    audit_event_record(
+        tenant=document.tenant,
+        actor=actor,
+        action="knowledge.document.reextracted",
+        target_type="knowledge_document",
+        target_id=document.pk,
+        data={
+            "version": document.version,
+            "from_extractor": live.extractor_version,
+            "to_extractor": current,
+        },
+    )
+    knowledge_revision_bump(tenant=document.tenant)
+    _enqueue_index(document)
+    return document
+
+
+def documents_reextract_outdated(*, limit: int = 200, tenant_id: int | None = None) -> list[int]:
+    """Re-index (`document_reextract`) up to `limit` ready documents (of one tenant, or all)
+    whose live version an older extractor made, and index again the failed ones an older
+    extractor failed; return their ids. Scheduled daily, and
+    `manage.py reindex_outdated` runs it at once (after an upgrade)."""
+    older = Q()
+    for content_type, version in EXTRACTOR_VERSIONS.items():
+        if version:
+            older |= Q(content_type=content_type, extractor_version__lt=version)
+    if not older:
+        return []
+    outdated = DocumentVersion.objects.filter(
+        older,
+        document__live_version=F("version"),
+        document__version=F("version"),
+        document__status=Document.Status.READY,
+    )
+    if tenant_id is not None:
+        outdated = outdated.filter(tenant_id=tenant_id)
+    due = list(outdated.order_by("document_id").values_list("document_id", flat=True)[:limit])
+    done = []
+    for document_id in due:
+        if document_reextract(document_id=document_id, actor=Actor.system("reindex")):
+            done.append(document_id)
+    # Documents an older extractor failed (XHTML it could not read) are indexed again once.
+    failed = DocumentVersion.objects.filter(
+        older, document__version=F("version"), document__status=Document.Status.FAILED
+    )
+    if tenant_id is not None:
+        failed = failed.filter(tenant_id=tenant_id)
+    for version in failed.select_related("document__tenant").order_by("document_id")[:limit]:
+        document_reindex(
+            tenant=version.document.tenant,
+            document_id=version.document_id,
+            actor=Actor.system("reindex"),
+        )
+        done.append(version.document_id)
+    return done
 
 
 @transaction.atomic

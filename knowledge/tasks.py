@@ -24,3 +24,8 @@ def tenant_vector_index_task(tenant_id: int) -> str:
 def tenant_vector_indexes_sweep_task() -> list[int]:
     """Retry own-index builds that were lost or failed (scheduled every ten minutes)."""
     return services.tenant_vector_indexes_sweep()
+
+
+def documents_reextract_outdated_task() -> list[int]:
+    """Re-index documents an older extractor made (scheduled daily; safe to run twice)."""
+    return services.documents_reextract_outdated()

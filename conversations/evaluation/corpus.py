@@ -56,8 +56,9 @@ def corpus_tenant_load(*, slug: str, manifest_path: Path | None) -> CorpusLoad:
     """Make the tenant hold exactly the manifest's documents, indexed; idempotent.
 
     The tenant is created when missing. Documents are matched by title; the same bytes make no
-    new version. Every document that is not ready is indexed here, synchronously, through the
-    same `document_index` the background workers run (whichever runs second does nothing).
+    new version unless an older extractor made the live one. Every document that is not
+    ready is indexed here, synchronously, through the same `document_index` the background
+    workers run (whichever runs second does nothing).
     """
     tenant = Tenant.objects.filter(slug=slug).first()
     if manifest_path is None:
@@ -71,6 +72,8 @@ def corpus_tenant_load(*, slug: str, manifest_path: Path | None) -> CorpusLoad:
         created, changed = _documents_upload(
             tenant=tenant, manifest=manifest, root=manifest_path.parent
         )
+    # Documents an older extractor made are indexed again, as an upgrade does it.
+    knowledge_services.documents_reextract_outdated(tenant_id=tenant.pk)
     for document in Document.objects.filter(tenant=tenant).exclude(status=Document.Status.READY):
         knowledge_services.document_index(document_id=document.pk, version=document.version)
     failed = [

@@ -19,6 +19,7 @@ from django.core.cache import cache
 from conversations import customer_data, intents
 from conversations.models import Message
 from conversations.orchestrator.base import Draft
+from conversations.orchestrator.extractive import EXTRACTIVE_PROMPT_VERSION
 from conversations.orchestrator.prompt import PROMPT_VERSION
 from knowledge import selectors as knowledge
 from supportbot import encryption
@@ -42,6 +43,7 @@ def cache_key(*, conversation, text: str, audience: knowledge.Audience) -> str |
             ",".join(audience.segments),
             intents.normalize_question(text),
             PROMPT_VERSION,
+            EXTRACTIVE_PROMPT_VERSION,
         ]
     )
     return "answer:" + encryption.blind_index(

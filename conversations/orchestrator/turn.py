@@ -18,7 +18,7 @@ from django.utils import timezone
 from actions import intents as action_intents
 from conversations import events, intents, metrics, selectors, services
 from conversations.models import Conversation, Message
-from conversations.orchestrator import answer_cache, tools
+from conversations.orchestrator import answer_cache, followup, tools
 from conversations.orchestrator.base import (
     Draft,
     Emit,
@@ -52,7 +52,6 @@ MAX_PASSAGES = 4
 # Refusals that say nothing about the model: the tenant's token budget or concurrency is spent.
 # The answer is extractive as for any failure, but they never count towards a handoff.
 NOT_MODEL_FAILURES = frozenset({TenantRateLimited.code})
-FOLLOW_UP_MAX_WORDS = 4
 
 
 def stale_reply_after() -> timedelta:
@@ -252,17 +251,6 @@ def _audience(conversation: Conversation) -> knowledge.Audience:
     return knowledge.Audience.customer(segments=segments)
 
 
-async def _search_query(turn: Turn) -> str:
-    """Search with the message; a short follow-up also carries the previous question."""
-    text = turn.message.text
-    if len(text.split()) > FOLLOW_UP_MAX_WORDS:
-        return text
-    previous = await db(selectors.previous_customer_text)(
-        conversation=turn.conversation, before_id=turn.message.pk
-    )
-    return f"{previous} {text}" if previous else text
-
-
 async def _weak_answer(turn: Turn, result, passages) -> Outcome:
     conversation, message = turn.conversation, turn.message
     streak = await db(services.conversation_weak_streak_bump)(conversation_id=conversation.pk)
@@ -276,12 +264,16 @@ async def _weak_answer(turn: Turn, result, passages) -> Outcome:
         # Weak evidence: never a confident answer. Quote the closest passage as a
         # possibility and ask back (a second weak turn hands off, above).
         draft = await cpu(
-            extractive_draft, query=message.text, passages=passages[:1], embed=turn.embedder
+            extractive_draft,
+            query=message.text,
+            passages=passages,  # one quote, of the passage whose heading asks the question
+            embed=turn.embedder,
+            max_quotes=1,
         )
         draft.kind = Message.Kind.CLARIFY
         draft.text = (
             "I'm not sure I found exactly what you're asking about. The closest thing in our "
-            f"help center is: {draft.text.split(': ', 1)[1]} Does that answer it? If not, "
+            f"help center is: {draft.text} Does that answer it? If not, "
             "tell me a bit more, or I can connect you with a person from our team."
         )
     draft.stats["meta"] = {
@@ -297,20 +289,22 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
     conversation, message = turn.conversation, turn.message
     await db(services.message_set_state)(message_id=message.pk, state=Message.State.SEARCHING)
     audience = _audience(conversation)
-    query = await _search_query(turn)
+    resolved = await db(followup.resolve)(conversation=conversation, message=message)
+    query = resolved.search
     with tracing.span("turn.search"):
         result = await db(knowledge.search_passages)(
             tenant=conversation.tenant, query=query, audience=audience, limit=8
         )
-    passages = [p for p in result.passages if p.evidence > 0][:MAX_PASSAGES]
+    found = [p for p in result.passages if p.evidence > 0]
+    passages = found[:MAX_PASSAGES]
     if result.strength != "strong" or not passages:
         return await _weak_answer(turn, result, passages)
     if conversation.weak_evidence_streak:
         await db(services.conversation_weak_streak_reset)(conversation_id=conversation.pk)
 
-    key = await db(answer_cache.cache_key)(
-        conversation=conversation, text=message.text, audience=audience
-    )
+    # A follow-up is keyed by what it resolved to ("and for members?" means different
+    # things in different conversations).
+    key = await db(answer_cache.cache_key)(conversation=conversation, text=query, audience=audience)
     if key:
         cached = await db(answer_cache.cached_draft)(conversation=conversation, key=key)
         if cached is not None:
@@ -352,7 +346,10 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
     error = generation.error if generation else None
     if draft is None:
         draft = await cpu(
-            extractive_draft, query=message.text, passages=passages, embed=turn.embedder
+            extractive_draft,
+            query=message.text,
+            passages=found,
+            embed=turn.embedder,
         )
         draft.stats.setdefault("meta", {})["fallback"] = "extractive"
         if error:
@@ -368,6 +365,7 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
         path_reason=path_reason,
         model_wait_ms=round(waited_ms, 1),
         embedded_texts=turn.embedder.computed,
+        follow_up=resolved.follow_up,
     )
     if probing:
         meta["shadow_probe"] = True

@@ -24,6 +24,8 @@ from supportbot.models import Tenant
 ROOT = Path(settings.BASE_DIR) / "demo"
 PYFAQ = ROOT / "python_faq" / "eval_answers.json"
 DEMO = ROOT / "helpcenter" / "eval_answers.json"
+DEVFAQ = ROOT / "dev_faq" / "eval_answers.json"
+DEVDEBIAN = ROOT / "dev_debian_faq" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -34,8 +36,9 @@ def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
 # --------------------------------------------------------------------------- the data sets
 
 
-def test_the_held_out_set_has_the_promised_question_counts():
-    eval_set = eval_set_load(PYFAQ)
+@pytest.mark.parametrize("path", [PYFAQ, DEVFAQ], ids=["python-faq", "dev-faq"])
+def test_the_faq_sets_have_the_promised_question_counts(path):
+    eval_set = eval_set_load(path)
     single = [c for c in eval_set.cases if c.expect == "answer" and not c.follow_up]
     follow_ups = [c for c in eval_set.cases if c.follow_up]
     declines = [c for c in eval_set.cases if c.expect == "decline"]
@@ -44,7 +47,7 @@ def test_the_held_out_set_has_the_promised_question_counts():
     assert len(follow_ups) >= 10
     assert all(c.key_facts and len(c.before) == 1 for c in follow_ups)
     assert len(declines) >= 10
-    assert eval_set.corpus == PYFAQ.parent / "manifest.json"
+    assert eval_set.corpus == path.parent / "manifest.json"
     assert eval_set.tenant_slug != eval_set_load(DEMO).tenant_slug
 
 
@@ -67,7 +70,11 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
     return texts
 
 
-@pytest.mark.parametrize("path", [PYFAQ, DEMO], ids=["python-faq", "demo"])
+@pytest.mark.parametrize(
+    "path",
+    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN],
+    ids=["python-faq", "demo", "dev-faq", "dev-debian"],
+)
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):
     """A label that its own document does not hold could never be met: catch typos."""
     eval_set = eval_set_load(path)
