@@ -233,12 +233,18 @@ def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> bool:
 
 
 async def _shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
+    """Measure what the real path would have shown: sentences that verify, answer the
+    question (relevance gate) and start within the first-words budget of the turn."""
     texts = [p.text for p in ordered]
     started = time.monotonic()
     kept = dropped = 0
     final = None
+    first_text_at = None
     try:
-        verifier = await cpu(PassageVerifier, texts, embed=turn.embedder)
+        verifier, gate = await asyncio.gather(
+            cpu(PassageVerifier, texts, embed=turn.embedder),
+            cpu(RelevanceGate, turn.message.text, texts, embed=turn.embedder),
+        )
         text = ""
         async with asyncio.timeout(SHADOW_PROBE_TIMEOUT_S):
             stream = gateway.stream_chat(
@@ -251,12 +257,18 @@ async def _shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None
             async with contextlib.aclosing(stream):
                 async for item in stream:
                     if isinstance(item, gateway.ChatDelta):
+                        if first_text_at is None and item.text.strip():
+                            first_text_at = time.monotonic()
                         text += item.text
                     else:
                         final = item
         checks = await cpu(verifier.check_many, split_sentences(text))
-        kept = sum(1 for c in checks if c.supported)
+        relevant = await cpu(gate.relevant, [c.sentence for c in checks])
+        kept = sum(1 for c, ok in zip(checks, relevant, strict=True) if c.supported and ok)
         dropped = len(checks) - kept
+        if first_text_at is None or first_text_at - turn.started > first_sentence_budget_s():
+            # Too late for the customer: the real path would have answered extractively.
+            kept, dropped = 0, max(1, len(checks))
     except (TimeoutError, gateway.InferenceError) as exc:
         logger.info("shadow probe for message %s ended early: %s", turn.message.pk, exc)
     except Exception:  # a probe must never disturb anything

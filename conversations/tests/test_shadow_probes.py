@@ -2,6 +2,7 @@
 process so a busy hour of skipped answers cannot pile generations onto the worker."""
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,24 +11,22 @@ import pytest
 from conversations.orchestrator import generate
 from inference import gateway, yields
 
+QUESTION = "How long do I have to return items, and is return shipping free?"
 PASSAGE = "You can return most items within 30 days of delivery. Return shipping is free."
 
 
 def _embed(texts):
-    """Deterministic unit vectors: equal texts get equal vectors."""
-    out = []
-    for text in texts:
-        rng = np.random.default_rng(abs(hash(text)) % (2**32))
-        v = rng.standard_normal(384).astype(np.float32)
-        out.append(v / np.linalg.norm(v))
-    return out
+    """One unit vector for every text: meaning is equal, words decide (overlap, recall)."""
+    v = np.ones(384, dtype=np.float32)
+    return [v / np.linalg.norm(v) for _ in texts]
 
 
 def _turn(n: int):
     return SimpleNamespace(
         conversation=SimpleNamespace(tenant_id=1, pk=n),
-        message=SimpleNamespace(pk=n),
+        message=SimpleNamespace(pk=n, text=QUESTION),
         embedder=_embed,
+        started=time.monotonic(),
     )
 
 
@@ -51,6 +50,13 @@ def held_stream(monkeypatch):
 
 def _probes_limit(settings, n: int) -> None:
     settings.INFERENCE = {**settings.INFERENCE, "YIELD_PROBES_IN_FLIGHT": n}
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0  # the first words are never late here
+
+
+async def _until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
 
 
 async def _settle():
@@ -64,6 +70,7 @@ async def test_a_probe_due_while_the_last_one_runs_is_skipped(settings, held_str
     assert generate.shadow_probe(_turn(1), [], ordered) is True
     assert generate.shadow_probe_free() is False
     assert generate.shadow_probe(_turn(2), [], ordered) is False
+    await _until(lambda: held_stream.started)
     await asyncio.sleep(0.05)
     assert held_stream.started == ["conv:1"]
 
@@ -93,3 +100,20 @@ async def test_zero_probes_in_flight_turns_probing_off(settings, held_stream):
     assert generate.shadow_probe(_turn(1), [], [SimpleNamespace(text=PASSAGE)]) is False
     await asyncio.sleep(0.05)
     assert held_stream.started == []
+
+
+async def test_a_probe_whose_first_words_come_after_the_budget_counts_as_nothing_kept(
+    settings, held_stream
+):
+    """The real path would have answered extractively: a late model has no usable yield."""
+    _probes_limit(settings, 1)
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 0.1
+
+    assert generate.shadow_probe(_turn(1), [], [SimpleNamespace(text=PASSAGE)]) is True
+    await _until(lambda: held_stream.started)
+    await asyncio.sleep(0.2)
+    held_stream.release.set()
+    await _settle()
+
+    assert held_stream.recorded[0]["kept"] == 0
+    assert held_stream.recorded[0]["dropped"] >= 1
