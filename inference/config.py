@@ -60,7 +60,7 @@ class InferenceConfig:
     yield_min_samples: int = 10
     yield_threshold: float = 0.05
     yield_recovery_samples: int = 3
-    yield_probe_fraction: float = 0.1
+    yield_probe_fraction: float = 0.0
     yield_probe_interval_s: float = 30.0
     # Background probes one process runs at once; a probe due while they are busy is skipped.
     yield_probes_in_flight: int = 1

@@ -507,7 +507,7 @@ INFERENCE = {
     "YIELD_RECOVERY_SAMPLES": env.int("INFERENCE_YIELD_RECOVERY_SAMPLES", default=3),
     # Probes of a model measured useless run in the background (never shown, never waited
     # for), so they cost model time only: 2% of answers, plus one every interval.
-    "YIELD_PROBE_FRACTION": env.float("INFERENCE_YIELD_PROBE_FRACTION", default=0.02),
+    "YIELD_PROBE_FRACTION": env.float("INFERENCE_YIELD_PROBE_FRACTION", default=0.0),
     "YIELD_PROBE_INTERVAL_S": env.float("INFERENCE_YIELD_PROBE_INTERVAL_S", default=30.0),
     "YIELD_PROBES_IN_FLIGHT": env.int("INFERENCE_YIELD_PROBES_IN_FLIGHT", default=1),
     "YIELD_MAX_AGE_S": env.float("INFERENCE_YIELD_MAX_AGE_S", default=3600.0),
