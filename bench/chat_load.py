@@ -37,6 +37,7 @@ import json
 import math
 import os
 import re
+import secrets
 import sys
 import time
 import uuid
@@ -45,6 +46,7 @@ from pathlib import Path
 
 import httpx
 import lxml.html
+from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -57,6 +59,8 @@ TENANT = "acme"
 ANSWER_MAX_TOKENS = 160
 SERVED_MODEL = "smollm2-135m"
 PASSAGE_WORDS = 85
+# The stack's `/metrics` token for this run only (the answer-path counts per level).
+METRICS_TOKEN = secrets.token_urlsafe(24)
 
 # Questions a customer of the demo help center (demo/helpcenter/) would ask; none names an
 # order or asks for a person, so every turn takes the knowledge-answer path.
@@ -367,6 +371,29 @@ async def _stream(client: httpx.AsyncClient, url: str, turn: Turn, messages, tim
 # --------------------------------------------------------------------------- run
 
 
+def answer_paths(stack) -> dict[str, float]:
+    """The stack's answer counter (`supportbot_answers_total`, daphne's `/metrics`) by
+    "path/reason", and the seconds answers waited on the model ("model_wait_s")."""
+    response = httpx.get(
+        f"{stack.url}/metrics",
+        headers={"Authorization": f"Bearer {METRICS_TOKEN}"},
+        timeout=5,
+    )
+    response.raise_for_status()
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            if sample.name == "supportbot_answers_total":
+                key = f"{sample.labels['path']}/{sample.labels['reason']}"
+                found[key] = found.get(key, 0) + sample.value
+            elif sample.name == "supportbot_generate_decisions_total":
+                key = f"decided:{sample.labels['reason']}"
+                found[key] = found.get(key, 0) + sample.value
+            elif sample.name == "supportbot_answer_model_wait_seconds_sum":
+                found["model_wait_s"] = found.get("model_wait_s", 0) + sample.value
+    return found
+
+
 async def measure(args, stack, worker) -> dict:
     ws_base = stack.url.replace("http://", "ws://")
     origin = stack.url
@@ -402,10 +429,15 @@ async def measure(args, stack, worker) -> dict:
             target="echo", ws_url=ws_base + "/ws/bench-echo/", origin=origin, **common
         )
         cpu0, load0 = daphne.cpu_times(), time.perf_counter()
+        paths0 = await asyncio.to_thread(answer_paths, stack)
         product = await ws_level(
             target="product", ws_url=ws_base + "/ws/chat/", origin=origin, **common
         )
         cpu1 = daphne.cpu_times()
+        paths1 = await asyncio.to_thread(answer_paths, stack)
+        product.extra["paths"] = {
+            k: v - paths0.get(k, 0) for k, v in paths1.items() if v - paths0.get(k, 0) > 0
+        }
         busy = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
         product.extra["daphne_cpu_pct"] = 100 * busy / max(time.perf_counter() - load0, 1e-6)
         product.extra["daphne_rss_mib"] = harness.rss_bytes(daphne) / 2**20
@@ -437,7 +469,8 @@ def _env_overrides(env: dict[str, str]) -> dict[str, str]:
     inherited from the caller's."""
     keys = ("ANSWER_CACHE_ENABLED", "Q_WORKERS", "DB_CONN_MAX_AGE")
     inherited = {k: v for k, v in os.environ.items() if k.startswith("INFERENCE_") or k in keys}
-    return dict(sorted({**inherited, **env}.items()))
+    shown = {k: v for k, v in {**inherited, **env}.items() if k != "METRICS_TOKEN"}
+    return dict(sorted(shown.items()))
 
 
 # --------------------------------------------------------------------------- report
@@ -556,6 +589,26 @@ def report(result: dict, meta: dict) -> str:
             f"{_ratio(p['first_p95'], v.get('first_p95'))} | "
             f"{_ratio(p['full_p95'], v.get('full_p95'))} |"
         )
+    lines += [
+        "",
+        "## Answer paths",
+        "",
+        "Per level, from the stack's `/metrics` (`supportbot_answers_total` by path/reason, "
+        "before and after the product level): which path gave each answer its first words and "
+        "why (`skipped/low_yield`: the yield policy kept the model out; `extractive/budget`: "
+        "no verified sentence within the first-words budget; `warming_up`: the policy had too "
+        "few samples yet); `decided:` the yield policy's decisions behind them (a turn it let "
+        "call the model can still answer extractively); and the seconds all answers of the "
+        "level spent waiting on the model.",
+        "",
+        "| chats | paths | model wait s (sum) |",
+        "|---|---|---|",
+    ]
+    for lv in levels:
+        paths = dict(lv["product"].get("paths") or {})
+        wait = paths.pop("model_wait_s", 0.0)
+        shown = ", ".join(f"{k} {v:.0f}" for k, v in sorted(paths.items())) or "–"
+        lines.append(f"| {lv['concurrency']} | {shown} | {wait:.1f} |")
     by_n = {lv["concurrency"]: lv["product"] for lv in levels}
 
     def target(n: int, text: str, check) -> str:
@@ -674,7 +727,7 @@ def main(argv: list[str] | None = None) -> dict:
     nofile = harness.raise_nofile()
     if nofile < 2 * max(args.levels) + 256:
         sys.exit(f"open-file limit {nofile} is too low for {max(args.levels)} chats")
-    env = {"BENCH_ECHO_ENABLED": "1"}
+    env = {"BENCH_ECHO_ENABLED": "1", "METRICS_TOKEN": METRICS_TOKEN}
     if not args.answer_cache:
         env["ANSWER_CACHE_ENABLED"] = "0"
     began = time.monotonic()

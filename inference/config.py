@@ -54,11 +54,14 @@ class InferenceConfig:
     metrics_bearer_token: str = ""
     # Ask vLLM for running usage on every chunk (exact metering of abandoned streams).
     continuous_usage: bool = True
-    # Verified-sentence yield policy (inference/yields.py).
+    # Verified yield policy (inference/yields.py).
     yield_policy: bool = True
     yield_window: int = 50
     yield_min_samples: int = 10
-    yield_threshold: float = 0.05
+    # Share of recent answers whose first words the model's verified sentences gave.
+    yield_threshold: float = 0.2
+    # Answers one process lets wait on a model while it is warming up (not measured yet).
+    yield_warmup_in_flight: int = 2
     yield_recovery_samples: int = 3
     yield_probe_fraction: float = 0.0
     yield_probe_interval_s: float = 30.0

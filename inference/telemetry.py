@@ -98,6 +98,12 @@ ANSWERS = Counter(
     "Answers by the path that produced the customer's first verified words, and why.",
     ["path", "reason"],
 )
+GENERATE_DECISIONS = Counter(
+    "supportbot_generate_decisions",
+    "The yield policy's generate-or-skip decisions per answer, by reason (warming_up, yield_ok, "
+    "recovering, probe_interval, probe_random, low_yield, policy_off).",
+    ["reason"],
+)
 MODEL_WAIT = Histogram(
     "supportbot_answer_model_wait_seconds",
     "Time an answer spent waiting on the model (0 when it did not call it), by path.",

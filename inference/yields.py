@@ -8,10 +8,14 @@ sentences never pass verification only makes the customer wait. This module meas
 - `estimate(model)` -> `YieldEstimate` over the last `yield_window` answers (younger than
   `yield_max_age_s`): yield = kept / (kept + dropped), an answer with no sentence at all counts
   as one dropped sentence (the model wrote nothing supportable).
-- `should_generate(model)` -> `(generate, reason)`: skip the model while its yield is below
-  `yield_threshold`, but keep probing (one call every `yield_probe_interval_s`, plus a random
-  `yield_probe_fraction` of answers) and resume as soon as the last `yield_recovery_samples`
-  answers all reached the threshold, so a better model or worker is noticed.
+- `should_generate(model)` -> `(generate, reason)`: skip the model while its answer yield —
+  the share of its recent answers in which verification kept a sentence, i.e. the model gave
+  the customer its first words within the budget — is below `yield_threshold`, but keep
+  probing (one call every `yield_probe_interval_s`, plus a random `yield_probe_fraction` of
+  answers) and resume as soon as the last `yield_recovery_samples` answers each kept one, so
+  a better model or worker is noticed. The policy looks at answers, not sentences: a model
+  whose every fourth sentence verifies but that rarely starts an answer in time (SmolLM2 on
+  a CPU) only makes customers wait.
 - `answer_path_record(path=, reason=, waited_ms=, model=)` once per answer: which path gave
   the customer its first words (`generated`, `extractive`, `cached`, `skipped`) and why.
 
@@ -167,7 +171,13 @@ class YieldBook:
     def should_generate(self, model: str) -> tuple[bool, str]:
         """Whether to call `model` for this answer, and why (a short, stable reason code):
         `policy_off`, `warming_up`, `yield_ok`, `recovering`, `probe_interval`,
-        `probe_random` (generate) or `low_yield` (skip: answer extractively at once)."""
+        `probe_random` (generate) or `low_yield` (skip: answer extractively at once).
+        Each decision is counted (`supportbot_generate_decisions_total{reason}`)."""
+        decision = self._decide(model)
+        telemetry.GENERATE_DECISIONS.labels(decision[1]).inc()
+        return decision
+
+    def _decide(self, model: str) -> tuple[bool, str]:
         cfg = self.config
         if not cfg.yield_policy:
             return True, "policy_off"
@@ -176,10 +186,10 @@ class YieldBook:
         if len(samples) < cfg.yield_min_samples:
             return True, "warming_up"
         est = _estimate(model, samples)
-        if est.yield_rate is not None and est.yield_rate >= cfg.yield_threshold:
+        if est.answer_yield is not None and est.answer_yield >= cfg.yield_threshold:
             return True, "yield_ok"
         recent = samples[-cfg.yield_recovery_samples :] if cfg.yield_recovery_samples > 0 else []
-        if recent and all(s.rate >= cfg.yield_threshold for s in recent):
+        if recent and all(s.kept > 0 for s in recent):
             return True, "recovering"
         now = self.clock()
         if now - self._last_probe.get(model, -math.inf) >= cfg.yield_probe_interval_s:
@@ -337,7 +347,7 @@ class YieldBook:
                     "skipping": bool(
                         cfg.yield_policy
                         and est.samples >= cfg.yield_min_samples
-                        and (est.yield_rate or 0.0) < cfg.yield_threshold
+                        and (est.answer_yield or 0.0) < cfg.yield_threshold
                     ),
                 }
             )

@@ -164,24 +164,27 @@ def _local_encode(texts: list[str]) -> list[list[float]]:
     return _batcher(texts)
 
 
+# One forward pass of the local model at a time in this process: sentence batches (the batcher's
+# thread) and word-piece vectors (the verifier) would otherwise split the same cores.
+_forward_lock = threading.Lock()
+
+
 def _model_encode(texts: list[str]) -> list[list[float]]:
     model = local_model()
-    array = model.encode(
-        texts,
-        batch_size=BATCH_SIZE,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
+    with _forward_lock:
+        array = model.encode(
+            texts,
+            batch_size=BATCH_SIZE,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
     return array.tolist()
 
 
 def token_embeddings_available() -> bool:
     """Whether `embed_tokens` can run: only the local model exposes per-token vectors."""
     return settings.KNOWLEDGE_EMBEDDINGS_BACKEND == LOCAL
-
-
-_token_lock = threading.Lock()
 
 
 def embed_tokens(texts: list[str]) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
@@ -198,7 +201,7 @@ def embed_tokens(texts: list[str]) -> list[tuple[list[tuple[int, int]], np.ndarr
     encoded = model.tokenizer(
         texts, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length
     )
-    with _token_lock:
+    with _forward_lock:
         outputs = model.encode(
             texts,
             batch_size=BATCH_SIZE,

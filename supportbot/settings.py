@@ -499,14 +499,18 @@ INFERENCE = {
     "METRICS_BEARER_TOKEN": env.str("METRICS_TOKEN", default="")
     or env.str("METRICS_BEARER_TOKEN", default=""),
     "CONTINUOUS_USAGE": env.bool("INFERENCE_CONTINUOUS_USAGE", default=True),
-    # Verified-sentence yield: skip generation for a model whose answers keep nothing.
+    # Verified yield: skip generation for a model that rarely gives an answer its first words
+    # (the share of its recent answers that got a verified sentence out within the budget).
     "YIELD_POLICY": env.bool("INFERENCE_YIELD_POLICY", default=True),
     "YIELD_WINDOW": env.int("INFERENCE_YIELD_WINDOW", default=50),
     "YIELD_MIN_SAMPLES": env.int("INFERENCE_YIELD_MIN_SAMPLES", default=10),
-    "YIELD_THRESHOLD": env.float("INFERENCE_YIELD_THRESHOLD", default=0.05),
+    "YIELD_THRESHOLD": env.float("INFERENCE_YIELD_THRESHOLD", default=0.2),
+    # Answers one process lets wait on a model it has not measured yet (warming up); the
+    # others are answered extractively at once.
+    "YIELD_WARMUP_IN_FLIGHT": env.int("INFERENCE_YIELD_WARMUP_IN_FLIGHT", default=2),
     "YIELD_RECOVERY_SAMPLES": env.int("INFERENCE_YIELD_RECOVERY_SAMPLES", default=3),
     # Probes of a model measured useless run in the background (never shown, never waited
-    # for), so they cost model time only: 2% of answers, plus one every interval.
+    # for), so they cost model time only: one every interval (plus a fraction of answers).
     "YIELD_PROBE_FRACTION": env.float("INFERENCE_YIELD_PROBE_FRACTION", default=0.0),
     "YIELD_PROBE_INTERVAL_S": env.float("INFERENCE_YIELD_PROBE_INTERVAL_S", default=30.0),
     "YIELD_PROBES_IN_FLIGHT": env.int("INFERENCE_YIELD_PROBES_IN_FLIGHT", default=1),

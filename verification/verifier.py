@@ -118,7 +118,25 @@ class PassageVerifier:
         self.flat_vecs = (
             np.asarray(embed(self.flat), dtype=np.float32) if self.flat else np.zeros((0, 384))
         )
-        self.flat_words = self.word_vectors(self.flat)
+        # Word vectors of a passage sentence are computed when a claim is first compared with
+        # it (the closest few per passage), not for every sentence up front.
+        self._flat_words: dict[int, Aligned] = {}
+
+    def _candidates(self, raw: str, sims: np.ndarray) -> list[tuple[int, int]]:
+        """(passage, passage sentence) pairs a claim is compared with, closest first: each
+        candidate passage's SUPPORT_SENTENCES closest sentences (only the cited passages when
+        the claim cites any)."""
+        n = len(self.passage_texts)
+        cited = [i for i in cited_indexes(raw) if 1 <= i <= n]
+        candidates = [i - 1 for i in cited] or list(range(n))
+        pairs = []
+        for p in candidates:
+            cols = sorted(
+                (j for j, owner in enumerate(self.owners) if owner == p), key=lambda c: -sims[c]
+            )
+            pairs += [(p, j) for j in cols[:SUPPORT_SENTENCES]]
+        pairs.sort(key=lambda pj: -sims[pj[1]])
+        return pairs
 
     def check_many(self, raw_sentences: Sequence[str]) -> list[SentenceCheck]:
         clean = [strip_citations(s) for s in raw_sentences]
@@ -128,32 +146,42 @@ class PassageVerifier:
             return [SentenceCheck(c, False, None, reasons=["no passages"]) for c in clean]
         sent_vecs = np.asarray(self.embed(clean), dtype=np.float32)
         sims = sent_vecs @ self.flat_vecs.T  # normalized embeddings: cosine
-        aligned = self.word_vectors(clean)
+        pairs = [self._candidates(raw, sims[row]) for row, raw in enumerate(raw_sentences)]
+        # The passage sentences `_check` may compare: the closest pair, and every pair close
+        # enough; their word vectors and the claims' in one batch.
+        needed = {
+            j
+            for row, ps in enumerate(pairs)
+            for k, (_, j) in enumerate(ps)
+            if k == 0 or sims[row][j] >= EMBED_MIN
+        }
+        wanted = sorted(j for j in needed if j not in self._flat_words)
+        vectors = self.word_vectors([*clean, *(self.flat[j] for j in wanted)])
+        aligned = vectors[: len(clean)]
+        self._flat_words.update(zip(wanted, vectors[len(clean) :], strict=True))
         return [
-            self._check(raw, sentence, sims[row], aligned[row])
+            self._check(raw, sentence, sims[row], aligned[row], pairs[row])
             for row, (raw, sentence) in enumerate(zip(raw_sentences, clean, strict=True))
         ]
 
     def check(self, raw_sentence: str) -> SentenceCheck:
         return self.check_many([raw_sentence])[0]
 
-    def _check(self, raw: str, sentence: str, sims: np.ndarray, claim: Aligned) -> SentenceCheck:
+    def _check(
+        self,
+        raw: str,
+        sentence: str,
+        sims: np.ndarray,
+        claim: Aligned,
+        pairs: list[tuple[int, int]],
+    ) -> SentenceCheck:
         n = len(self.passage_texts)
-        cited = [i for i in cited_indexes(raw) if 1 <= i <= n]
-        candidates = [i - 1 for i in cited] or list(range(n))
-        pairs = []  # (passage, passage sentence): each passage's closest sentences
-        for p in candidates:
-            cols = sorted(
-                (j for j, owner in enumerate(self.owners) if owner == p), key=lambda c: -sims[c]
-            )
-            pairs += [(p, j) for j in cols[:SUPPORT_SENTENCES]]
-        pairs.sort(key=lambda pj: -sims[pj[1]])
         best: SentenceCheck | None = None
         for p, j in pairs:
             if best is not None and sims[j] < EMBED_MIN:
                 break  # it cannot be supported, nor outrank the closest sentence already checked
             ok, lexical, reasons = _check_against(
-                sentence, self.flat[j], float(sims[j]), claim, self.flat_words[j]
+                sentence, self.flat[j], float(sims[j]), claim, self._flat_words[j]
             )
             check = SentenceCheck(sentence, ok, p + 1, lexical, float(sims[j]), reasons)
             if best is None or (check.supported, check.semantic) > (best.supported, best.semantic):

@@ -85,7 +85,11 @@ SENTENCE_VECTORS = SentenceVectors(
 
 class TurnEmbedder:
     """Embeds each distinct text at most once per turn (passages, quotes, model sentences,
-    question), and not at all when a recent turn of this process already did."""
+    question), and not at all when a recent turn of this process already did.
+
+    Thread-safe: a turn's CPU tasks (the verifier's setup, the extractive fallback composed
+    beside it) may call it at once; the second waits for the first's texts instead of
+    embedding them again."""
 
     def __init__(
         self,
@@ -95,9 +99,14 @@ class TurnEmbedder:
         self._embed = embed
         self._shared = shared
         self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
         self.computed = 0
 
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
+        with self._lock:
+            return self._vectors(texts)
+
+    def _vectors(self, texts: list[str]) -> list[np.ndarray]:
         wanted = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if wanted and self._shared is not None:
             self._cache.update(self._shared.get_many(wanted))

@@ -14,7 +14,9 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -70,13 +72,21 @@ def citation_order(kept: list[tuple[str, int]]) -> list[int]:
     return list(dict.fromkeys(idx for _, idx in kept))
 
 
-async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generation:
-    """Stream from the gateway; publish each verified sentence; return what happened."""
+async def _checkers(turn: Turn, ordered: list) -> tuple[PassageVerifier, RelevanceGate]:
+    """The verifier and the relevance gate of this turn's passages (in the CPU pool)."""
     texts = [p.text for p in ordered]
-    verifier, gate = await asyncio.gather(
+    return await asyncio.gather(
         cpu(PassageVerifier, texts, embed=turn.embedder),
         cpu(RelevanceGate, turn.message.text, texts, embed=turn.embedder),
     )
+
+
+async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generation:
+    """Stream from the gateway; publish each verified sentence; return what happened.
+
+    The checkers are built while the model reads its prompt (the first sentence waits for
+    both); the first-words budget covers both."""
+    setup = asyncio.ensure_future(_checkers(turn, ordered))
     kept: list[tuple[str, int]] = []  # (sentence, passage index in `ordered`, 1-based)
     dropped: list[dict] = []
     result = Generation()
@@ -86,6 +96,7 @@ async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generatio
 
     async def release(sentences: list[str]) -> None:
         nonlocal first_delta_ms
+        verifier, gate = await asyncio.shield(setup)
         with tracing.span("turn.verify", **{"supportbot.sentences": len(sentences)}):
             checks = await cpu(verifier.check_many, sentences)
             relevant = await cpu(gate.relevant, [c.sentence for c in checks])
@@ -159,6 +170,11 @@ async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generatio
         result.reason = "error"
         result.emitted = bool(kept)
         result.worker = getattr(exc, "worker", "") or ""
+    finally:
+        if not setup.done():
+            setup.cancel()
+        elif not setup.cancelled():
+            setup.exception()  # retrieved: a failure surfaced through `release` already
     result.kept, result.dropped = len(kept), len(dropped)
     result.waited_ms = (
         first_delta_ms if first_delta_ms is not None else (time.monotonic() - started) * 1000
@@ -202,6 +218,38 @@ async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generatio
     return result
 
 
+WARMING_UP = "warming_up"
+WARMING_UP_BUSY = "warming_up_busy"
+_warming = 0  # answers of this process waiting on a model the policy has not measured yet
+_warming_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def warmup_slot(reason: str) -> Iterator[bool]:
+    """Admit an answer the yield policy sends to the model (`reason`); False when it may not
+    wait on it.
+
+    While a model is warming up (too few measurements), at most
+    `INFERENCE_YIELD_WARMUP_IN_FLIGHT` answers of this process wait on it at once: the rest
+    are answered extractively at once. Thirty-two chats opening on a fresh model would
+    otherwise all wait on it — on a co-located CPU engine, each making every other slower.
+    Other reasons are always admitted."""
+    global _warming
+    if reason != WARMING_UP:
+        yield True
+        return
+    with _warming_lock:
+        admitted = _warming < max(0, get_config().yield_warmup_in_flight)
+        if admitted:
+            _warming += 1
+    try:
+        yield admitted
+    finally:
+        if admitted:
+            with _warming_lock:
+                _warming -= 1
+
+
 # Reasons `inference.yields.should_generate` gives for trying a model it measured useless.
 SHADOW_PROBES = ("probe_interval", "probe_random")
 SHADOW_PROBE_TIMEOUT_S = 30.0
@@ -235,16 +283,12 @@ def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> bool:
 async def _shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
     """Measure what the real path would have shown: sentences that verify, answer the
     question (relevance gate) and start within the first-words budget of the turn."""
-    texts = [p.text for p in ordered]
     started = time.monotonic()
     kept = dropped = 0
     final = None
     first_text_at = None
     try:
-        verifier, gate = await asyncio.gather(
-            cpu(PassageVerifier, texts, embed=turn.embedder),
-            cpu(RelevanceGate, turn.message.text, texts, embed=turn.embedder),
-        )
+        verifier, gate = await _checkers(turn, ordered)
         text = ""
         async with asyncio.timeout(SHADOW_PROBE_TIMEOUT_S):
             stream = gateway.stream_chat(

@@ -33,9 +33,11 @@ from conversations.orchestrator.extractive import citations, extractive_draft
 from conversations.orchestrator.finish import finish
 from conversations.orchestrator.generate import (
     SHADOW_PROBES,
+    WARMING_UP_BUSY,
     generate,
     shadow_probe,
     shadow_probe_free,
+    warmup_slot,
 )
 from conversations.orchestrator.handoff import hand_off, request_handoff
 from conversations.orchestrator.prompt import RECENT_MESSAGES, build_prompt
@@ -285,6 +287,23 @@ async def _weak_answer(turn: Turn, result, passages) -> Outcome:
     return await finish(turn, draft, stream=True)
 
 
+# Reasons an answer did not call a model it could have: the policy measured it useless, or
+# enough answers already wait on it while it is measured.
+SKIP_REASONS = frozenset({"low_yield", WARMING_UP_BUSY})
+
+
+async def _extractive(turn: Turn, passages: list) -> Draft:
+    return await cpu(
+        extractive_draft, query=turn.message.text, passages=passages, embed=turn.embedder
+    )
+
+
+def _drop(future: asyncio.Future) -> None:
+    """Cancel an unused fallback; its failure, if any, is of no interest."""
+    future.cancel()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
 async def _knowledge_answer(turn: Turn) -> Outcome:
     conversation, message = turn.conversation, turn.message
     await db(services.message_set_state)(message_id=message.pk, state=Message.State.SEARCHING)
@@ -314,13 +333,19 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
 
     await db(services.message_set_state)(message_id=message.pk, state=Message.State.ANSWERING)
     draft, generation, path_reason = None, None, "no_worker"
-    probing = False
+    probing = try_model = False
     model = ""
+    fallback: asyncio.Future | None = None
+    admission: contextlib.AbstractContextManager[bool] = contextlib.nullcontext(True)
     if await db(gateway.gateway_available)():
         model = yields.model_for_role("primary")
         try_model, path_reason = yields.should_generate(model)
         if try_model and path_reason in SHADOW_PROBES and not shadow_probe_free():
             try_model, path_reason = False, "low_yield"  # the process's probes are busy
+        admission = warmup_slot(path_reason if try_model else "")
+    with admission as admitted:
+        if not admitted:  # enough answers already wait on the unmeasured model
+            try_model, path_reason = False, WARMING_UP_BUSY
         if try_model:
             history = await db(selectors.recent_messages)(
                 conversation=conversation, limit=RECENT_MESSAGES + 1
@@ -339,24 +364,28 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
                 probing = shadow_probe(turn, messages, ordered)
                 path_reason = "low_yield"
             else:
-                generation = await generate(turn, messages, ordered)
+                # The extractive answer is composed while the model writes: when no verified
+                # sentence comes within the budget, the customer gets it at once.
+                fallback = asyncio.ensure_future(_extractive(turn, found))
+                try:
+                    generation = await generate(turn, messages, ordered)
+                except BaseException:
+                    _drop(fallback)
+                    raise
                 draft = generation.draft
                 path_reason = "verified" if draft is not None else generation.reason
     emitted = bool(generation and generation.emitted)
     error = generation.error if generation else None
+    if draft is not None and fallback is not None:
+        _drop(fallback)
     if draft is None:
-        draft = await cpu(
-            extractive_draft,
-            query=message.text,
-            passages=found,
-            embed=turn.embedder,
-        )
+        draft = await (fallback if fallback is not None else _extractive(turn, found))
         draft.stats.setdefault("meta", {})["fallback"] = "extractive"
         if error:
             draft.stats["meta"]["inference_error"] = error
     path = "generated" if draft.kind == Message.Kind.ANSWER else "extractive"
-    if generation is None and path_reason == "low_yield":
-        path = "skipped"  # the yield policy (or its background probe) kept the model out
+    if generation is None and path_reason in SKIP_REASONS:
+        path = "skipped"  # the yield policy (or its bounds) kept the model out
     waited_ms = generation.waited_ms if generation else 0.0
     meta = draft.stats.setdefault("meta", {})
     meta.update(

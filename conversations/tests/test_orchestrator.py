@@ -246,3 +246,65 @@ def test_the_same_follow_up_after_different_questions_is_never_served_from_one_c
     assert not refund.meta.get("cached")
     assert "7-14 business days" in abroad.text
     assert "5-10 business days" in refund.text
+
+
+def test_answers_beyond_the_warm_up_bound_never_wait_on_an_unmeasured_model(
+    help_center, tenant, customer, settings, monkeypatch
+):
+    """A fresh model (too few measurements) is tried by at most INFERENCE_YIELD_WARMUP_IN_FLIGHT
+    answers at once: a second chat while the first waits on it is answered extractively at
+    once, recorded as skipped, and its model is never called."""
+    import asyncio
+
+    from inference import gateway, yields
+
+    settings.INFERENCE = {**settings.INFERENCE, "YIELD_WARMUP_IN_FLIGHT": 1}
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0
+    monkeypatch.setattr(gateway, "gateway_available", lambda: True)
+    monkeypatch.setattr(yields, "should_generate", lambda model: (True, "warming_up"))
+    monkeypatch.setattr(yields, "model_for_role", lambda role="primary": "smollm2-135m")
+    waiting, held = services.conversation_start(tenant=tenant, customer=customer), None
+    other = services.conversation_start(tenant=tenant, customer=customer)
+    started = []
+
+    async def scenario():
+        nonlocal held
+        held = asyncio.Event()
+
+        async def stream_chat(**kwargs):
+            started.append(kwargs["affinity_key"])
+            await held.wait()
+            yield gateway.ChatDelta("Nothing to add.")
+
+        monkeypatch.setattr(gateway, "stream_chat", stream_chat)
+        first = asyncio.ensure_future(
+            orchestrator.handle_customer_message(
+                conversation=waiting,
+                client_message_id="w1",
+                text="How long does standard shipping take?",
+                emit=Recorder(),
+            )
+        )
+        for _ in range(500):
+            if started:
+                break
+            await asyncio.sleep(0.02)
+        second = await asyncio.wait_for(
+            orchestrator.handle_customer_message(
+                conversation=other,
+                client_message_id="o1",
+                text="How much does express shipping cost?",
+                emit=Recorder(),
+            ),
+            timeout=20,
+        )
+        held.set()
+        return await first, second
+
+    first, second = async_to_sync(scenario)()
+
+    assert started == [f"conv:{waiting.pk}"], "the second answer never called the model"
+    assert second.reply.kind == Message.Kind.EXTRACTIVE
+    assert second.reply.meta["path"] == "skipped"
+    assert second.reply.meta["path_reason"] == "warming_up_busy"
+    assert first.reply.meta["path_reason"] != "warming_up_busy"

@@ -14,7 +14,7 @@ from inference.yields import YieldBook
 CFG = InferenceConfig(
     yield_window=50,
     yield_min_samples=10,
-    yield_threshold=0.05,
+    yield_threshold=0.2,
     yield_recovery_samples=3,
     yield_probe_fraction=0.1,
     yield_probe_interval_s=30.0,
@@ -137,6 +137,46 @@ def test_a_better_model_is_noticed_after_a_few_good_probes():
     assert b.should_generate("m") == (True, "recovering")
     feed(b, 1, kept=0, dropped=3)
     assert b.should_generate("m") == (False, "low_yield"), "a fluke does not hold"
+
+
+def test_a_model_whose_sentences_sometimes_verify_but_rarely_start_an_answer_is_skipped():
+    """Policy on answers, not sentences: one answer in ten with two verified sentences is a
+    sentence yield of 17%, yet nine customers in ten would wait on the model for nothing."""
+    b = book()
+    for _ in range(5):
+        feed(b, 1, kept=2, dropped=1)
+        feed(b, 9, kept=0, dropped=1)
+    est = b.estimate("m")
+    assert est.yield_rate == pytest.approx(10 / 60)
+    assert est.answer_yield == pytest.approx(0.1)
+    assert b.should_generate("m") == (True, "probe_interval")
+    assert b.should_generate("m") == (False, "low_yield")
+
+
+def test_a_model_that_starts_every_third_answer_is_still_used():
+    b = book()
+    for _ in range(10):
+        feed(b, 1, kept=1, dropped=4)
+        feed(b, 2, kept=0, dropped=2)
+    assert b.should_generate("m") == (True, "yield_ok")
+
+
+def test_every_decision_is_counted_by_reason():
+    def count(reason):
+        value = REGISTRY.get_sample_value(
+            "supportbot_generate_decisions_total", {"reason": reason}
+        )
+        return value or 0.0
+
+    b = book()
+    warming, skipped = count("warming_up"), count("low_yield")
+    b.should_generate("m")
+    feed(b, 50, kept=0, dropped=1)
+    b.should_generate("m")  # the interval probe
+    b.should_generate("m")
+    b.should_generate("m")
+    assert count("warming_up") == warming + 1
+    assert count("low_yield") == skipped + 2
 
 
 def test_policy_off_always_generates():
