@@ -21,6 +21,7 @@ from inference.tests.engine import ENGINE_SETTINGS, engine_available, engine_sta
 from supportbot import ratelimit
 from supportbot.services import api_key_create
 from supportbot.tests import stack
+from supportbot.tests.chromium import CHROMIUM, CHROMIUM_ARGS
 from supportbot.tests.factories import MembershipFactory, TenantFactory
 
 
@@ -119,19 +120,6 @@ def orders(order_service):
     """The order service with fresh data: no refunds, no logged requests, no faults."""
     order_service.reset()
     return order_service
-
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="session")

@@ -26,16 +26,8 @@ django.setup()
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from supportbot.tests import stack  # noqa: E402
+from supportbot.tests.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # (question, answers it follows up) — the third continues the conversation of the second.
 QUESTIONS = [
     "how long does shipping take",

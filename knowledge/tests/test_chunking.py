@@ -3,7 +3,7 @@ from tokenizers import Tokenizer
 
 from knowledge.chunking import chunk_document, count_tokens
 from knowledge.extraction import MARKDOWN, extract
-from knowledge.services import _embedding_input
+from knowledge.services.indexing import _embedding_input
 
 from .conftest import HELPCENTER
 

@@ -20,6 +20,7 @@ from knowledge.selectors import (
     tenant_vector_state,
     vector_candidates,
 )
+from knowledge.services import indexing, vector_index
 from supportbot.errors import ApplicationError
 from supportbot.models import AuditEvent
 from supportbot.services import Actor
@@ -161,7 +162,7 @@ def test_sweeper_reenqueues_stuck_documents_and_fails_them_after_max_attempts(
     Document.objects.filter(pk=stuck.pk).update(status="embedding", attempts=1, updated_at=old)
     Document.objects.filter(pk=exhausted.pk).update(status="extracting", attempts=3, updated_at=old)
     with (
-        mock.patch("knowledge.services.async_task") as enqueue,
+        mock.patch("knowledge.services.documents.async_task") as enqueue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         requeued = services.documents_sweep_stuck()
@@ -235,8 +236,8 @@ def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(ten
     document = upload(tenant, "long.md", _long_markdown(150))
     runs = 0
     with (
-        mock.patch("knowledge.services._index_deadline", return_value=0.0),
-        mock.patch("knowledge.services.async_task") as enqueue,
+        mock.patch("knowledge.services.indexing._index_deadline", return_value=0.0),
+        mock.patch("knowledge.services.indexing.async_task") as enqueue,
     ):
         while document.status != Document.Status.READY and runs < 10:
             document = services.document_index(document_id=document.pk, version=1)
@@ -244,14 +245,14 @@ def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(ten
             if document.status != Document.Status.READY:
                 # One batch per run, kept but not searchable until the last run.
                 assert document.status == Document.Status.EMBEDDING
-                assert document.chunks_done == runs * services.BATCH_SIZE
+                assert document.chunks_done == runs * indexing.BATCH_SIZE
                 assert not Chunk.objects.filter(document=document, is_live=True).exists()
                 enqueue.assert_called_with(
                     services.INDEX_TASK, document.pk, 1, group="knowledge-index"
                 )
     assert document.status == Document.Status.READY, document.error
-    assert document.chunks_total > 2 * services.BATCH_SIZE
-    assert runs == -(-document.chunks_total // services.BATCH_SIZE)  # one batch per run
+    assert document.chunks_total > 2 * indexing.BATCH_SIZE
+    assert runs == -(-document.chunks_total // indexing.BATCH_SIZE)  # one batch per run
     assert document.attempts <= 1
     live = Chunk.objects.filter(document=document, is_live=True)
     assert sorted(live.values_list("ordinal", flat=True)) == list(range(document.chunks_total))
@@ -259,7 +260,7 @@ def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(ten
 
 def test_audience_changed_while_embedding_applies_to_every_stored_passage(tenant):
     document = upload(tenant, "long.md", _long_markdown(150), audience="agents")
-    real = services.embed_texts
+    real = indexing.embed_texts
     calls = []
 
     def embed_and_publish(texts):
@@ -270,7 +271,7 @@ def test_audience_changed_while_embedding_applies_to_every_stored_passage(tenant
             )
         return real(texts)
 
-    with mock.patch("knowledge.services.embed_texts", side_effect=embed_and_publish):
+    with mock.patch("knowledge.services.indexing.embed_texts", side_effect=embed_and_publish):
         document = services.document_index(document_id=document.pk, version=1)
     assert document.status == Document.Status.READY, document.error
     assert len(calls) > 1
@@ -280,7 +281,7 @@ def test_audience_changed_while_embedding_applies_to_every_stored_passage(tenant
 
 def test_failure_after_some_batches_removes_the_stored_passages(tenant):
     document = upload(tenant, "long.md", _long_markdown(90))
-    real = services.embed_texts
+    real = indexing.embed_texts
     calls = []
 
     def flaky(texts):
@@ -289,7 +290,7 @@ def test_failure_after_some_batches_removes_the_stored_passages(tenant):
             raise RuntimeError("embedder went away")
         return real(texts)
 
-    with mock.patch("knowledge.services.embed_texts", side_effect=flaky):
+    with mock.patch("knowledge.services.indexing.embed_texts", side_effect=flaky):
         services.document_index(document_id=document.pk, version=1)
     _assert_failed_without_chunks(document, "embedder went away")
 
@@ -297,11 +298,11 @@ def test_failure_after_some_batches_removes_the_stored_passages(tenant):
 @pytest.mark.parametrize(
     "step",
     [
-        "knowledge.services.extract",
-        "knowledge.services.chunk_document",
-        "knowledge.services.embed_texts",
-        "knowledge.services._chunk_batch_store",
-        "knowledge.services._version_go_live",
+        "knowledge.services.indexing.extract",
+        "knowledge.services.indexing.chunk_document",
+        "knowledge.services.indexing.embed_texts",
+        "knowledge.services.indexing._chunk_batch_store",
+        "knowledge.services.indexing._version_go_live",
         "django.core.files.storage.FileSystemStorage.open",
     ],
 )
@@ -315,7 +316,7 @@ def test_an_exception_in_any_indexing_step_fails_the_document(tenant, step):
 
 def test_recursion_error_inside_extraction_fails_the_document(tenant):
     document = upload(tenant, "returns.md", MD)
-    with mock.patch("knowledge.services.extract", side_effect=RecursionError("too deep")):
+    with mock.patch("knowledge.services.indexing.extract", side_effect=RecursionError("too deep")):
         services.document_index(document_id=document.pk, version=1)
     _assert_failed_without_chunks(document, "RecursionError")
 
@@ -338,7 +339,7 @@ def test_ten_mib_file_indexes_to_ready(tenant, settings, html):
     data = poison.paragraphs(10 * 1024 * 1024, html=html)
     vector = [1.0] + [0.0] * 383
     with mock.patch(
-        "knowledge.services.embed_texts", side_effect=lambda texts: [vector] * len(texts)
+        "knowledge.services.indexing.embed_texts", side_effect=lambda texts: [vector] * len(texts)
     ):
         document = upload_and_index(tenant, "big.html" if html else "big.txt", data)
     assert document.status == Document.Status.READY, document.error
@@ -446,7 +447,7 @@ def test_indexing_past_the_threshold_enqueues_the_vector_index_task(
     settings.KNOWLEDGE_EXACT_SCAN_MAX_ROWS = 1
     ChunkFactory(document=DocumentFactory(tenant=tenant))
     with (
-        mock.patch.object(services, "async_task") as enqueue,
+        mock.patch.object(indexing, "async_task") as enqueue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         upload_and_index(tenant, "returns.md", MD)
@@ -465,7 +466,7 @@ def test_sweep_enqueues_index_builds_only_for_tenants_that_need_one(
     tenant, other_tenant, large_tenants
 ):
     services.tenant_vector_index_ensure(tenant_id=tenant.pk)
-    with mock.patch.object(services, "async_task") as enqueue:
+    with mock.patch.object(vector_index, "async_task") as enqueue:
         due = services.tenant_vector_indexes_sweep()
     assert due == [other_tenant.pk]
     enqueue.assert_called_once_with(
