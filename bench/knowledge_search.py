@@ -311,13 +311,13 @@ def _raw_nearest(tenant, embedding, *, gucs: dict[str, str], shared_index: bool)
     (`tenant_id + 0` cannot prove its predicate) to measure the shared index alone."""
     from django.db import connection, transaction
 
-    from knowledge.selectors import _vector_literal
+    from knowledge.selectors import vector_literal
 
     tenant_sql = "c.tenant_id + 0 = %s" if shared_index else "c.tenant_id = %s::bigint"
     with transaction.atomic(), connection.cursor() as cursor:
         for name, value in gucs.items():
             cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
-        vector = _vector_literal(embedding)
+        vector = vector_literal(embedding)
         cursor.execute(
             f"WITH nn AS MATERIALIZED (SELECT c.id, c.embedding <=> %s::vector AS d"  # noqa: S608
             f" FROM knowledge_chunk c WHERE {tenant_sql} AND c.is_live AND c.audience = 'public'"
@@ -331,7 +331,7 @@ def planner_default(tenant, embedding) -> list[int]:
     """What the planner does alone: no plan choice, default ef_search, no iterative scan."""
     from django.db import connection
 
-    from knowledge.selectors import _vector_literal
+    from knowledge.selectors import vector_literal
 
     with connection.cursor() as cursor:
         cursor.execute("RESET hnsw.ef_search")
@@ -339,7 +339,7 @@ def planner_default(tenant, embedding) -> list[int]:
         cursor.execute(
             "SELECT id FROM knowledge_chunk c WHERE c.tenant_id = %s AND c.is_live"
             " AND c.audience = 'public' ORDER BY c.embedding <=> %s::vector LIMIT %s",
-            [tenant.pk, _vector_literal(embedding), TOP],
+            [tenant.pk, vector_literal(embedding), TOP],
         )
         return [r[0] for r in cursor.fetchall()]
 
@@ -348,13 +348,13 @@ def vector_index_used(tenant, embedding) -> str:
     """The index the planner uses for the tenant-filtered HNSW query the selector sends."""
     from django.db import connection
 
-    from knowledge.selectors import _vector_literal
+    from knowledge.selectors import vector_literal
 
     with connection.cursor() as cursor:
         cursor.execute(
             "EXPLAIN SELECT id FROM knowledge_chunk c WHERE c.tenant_id = %s::bigint AND c.is_live"
             " AND c.audience = 'public' ORDER BY c.embedding <=> %s::vector LIMIT %s",
-            [tenant.pk, _vector_literal(embedding), TOP],
+            [tenant.pk, vector_literal(embedding), TOP],
         )
         plan = "\n".join(r[0] for r in cursor.fetchall())
     for word in plan.split():

@@ -163,9 +163,7 @@ def test_a_model_that_starts_every_third_answer_is_still_used():
 
 def test_every_decision_is_counted_by_reason():
     def count(reason):
-        value = REGISTRY.get_sample_value(
-            "supportbot_generate_decisions_total", {"reason": reason}
-        )
+        value = REGISTRY.get_sample_value("supportbot_generate_decisions_total", {"reason": reason})
         return value or 0.0
 
     b = book()

@@ -3,11 +3,11 @@ import random
 import pytest
 from django.db import connection
 
-from knowledge import selectors
 from knowledge.embeddings import embed_query
 from knowledge.models import Document
 from knowledge.selectors import (
     Audience,
+    candidates,
     chunk_get_many,
     fulltext_candidates,
     search_passages,
@@ -202,7 +202,7 @@ def test_fulltext_ranks_every_match_when_they_fit_the_pool(tenant):
 
 
 def test_fulltext_pool_keeps_all_term_matches_when_any_term_matches_too_many(tenant, monkeypatch):
-    monkeypatch.setattr(selectors, "FULLTEXT_RANK_POOL", 3)
+    monkeypatch.setattr(candidates, "FULLTEXT_RANK_POOL", 3)
     doc = DocumentFactory(tenant=tenant, title="Notes")
     ChunkFactory.create_batch(8, document=doc, text="Shipping shipping shipping is quick.")
     both = ChunkFactory.create_batch(2, document=doc, text="Shipping to Canada takes a week.")
@@ -242,7 +242,7 @@ def test_hybrid_search_lists_run_as_one_statement(tenant, django_assert_max_num_
 
 
 def test_fulltext_pool_takes_heading_matches_before_body_only_matches(tenant, monkeypatch):
-    monkeypatch.setattr(selectors, "FULLTEXT_RANK_POOL", 2)
+    monkeypatch.setattr(candidates, "FULLTEXT_RANK_POOL", 2)
     body = DocumentFactory(tenant=tenant, title="Notes")
     ChunkFactory.create_batch(6, document=body, text="Klarna klarna klarna payments.")
     heading = DocumentFactory(tenant=tenant, title="Klarna")

@@ -11,14 +11,14 @@ from knowledge import services
 from knowledge.models import Chunk, Document, DocumentVersion, Term
 from knowledge.selectors import (
     Audience,
-    _filter_sql,
-    _vector_literal,
     chunk_get_many,
+    filter_sql,
     knowledge_version,
     search_passages,
     tenant_vector_index_name,
     tenant_vector_state,
     vector_candidates,
+    vector_literal,
 )
 from knowledge.services import indexing, vector_index
 from supportbot.errors import ApplicationError
@@ -392,13 +392,13 @@ def large_tenants(transactional_db, tenant, other_tenant, settings):
 
 def _index_used(tenant, embedding) -> str:
     """The index of the selector's HNSW query when sorting is ruled out (few rows here)."""
-    where, params = _filter_sql(tenant=tenant, audience=Audience.customer())
+    where, params = filter_sql(tenant=tenant, audience=Audience.customer())
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute(
             f"EXPLAIN SELECT c.id FROM knowledge_chunk c WHERE {where}"  # noqa: S608
             " ORDER BY c.embedding <=> %s::vector LIMIT 5",
-            [*params, _vector_literal(embedding)],
+            [*params, vector_literal(embedding)],
         )
         return "\n".join(row[0] for row in cursor.fetchall())
 
