@@ -1,20 +1,14 @@
 import pytest
 
 from actions import services
+from actions.tests.shop import shop_connect
 from conversations import services as conversation_services
 
 
 @pytest.fixture
 def shop(tenant, orders):
     """`tenant` pointed at the reference order service (1 s timeout), default policy."""
-    tenant.refund_auto_limit = 50
-    tenant.refund_window_days = 30
-    tenant.refund_per_customer_daily_limit = 200
-    tenant.save()
-    services.provider_config_set(
-        tenant=tenant, base_url=orders.url, token=orders.token, timeout_seconds=1.0
-    )
-    return orders
+    return shop_connect(tenant, orders, timeout_seconds=1.0)
 
 
 def _verified(tenant, external_id):

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from actions import services as action_services
 from actions.models import ActionRequest
+from actions.tests.shop import shop_connect
 from conversations import orchestrator, services
 from conversations.models import Message
 from conversations.tests.helpcenter import index_document
@@ -28,12 +29,7 @@ def _local_cache(settings):
 
 @pytest.fixture
 def shop(tenant, orders):
-    tenant.refund_auto_limit = 50
-    tenant.save()
-    action_services.provider_config_set(
-        tenant=tenant, base_url=orders.url, token=orders.token, timeout_seconds=2.0
-    )
-    return orders
+    return shop_connect(tenant, orders, timeout_seconds=2.0)
 
 
 def chat_as(tenant, external_id=None):

@@ -9,8 +9,8 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from actions import services as action_services
 from actions.models import ActionRequest
+from actions.tests.shop import shop_connect
 from conversations.models import Conversation, Message
 from supportbot.models import AuditEvent
 from supportbot.services import api_key_create
@@ -31,13 +31,7 @@ def web(django_db_setup, django_db_blocker, tmp_path_factory):
 
 @pytest.fixture
 def shop(tenant, orders):
-    tenant.refund_auto_limit = 50
-    tenant.refund_per_customer_daily_limit = 200
-    tenant.save()
-    action_services.provider_config_set(
-        tenant=tenant, base_url=orders.url, token=orders.token, timeout_seconds=3.0
-    )
-    return orders
+    return shop_connect(tenant, orders, timeout_seconds=3.0)
 
 
 @pytest.fixture
