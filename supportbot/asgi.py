@@ -11,6 +11,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from inference.asgi import PoolPollerMiddleware  # noqa: E402
+from supportbot import warmup  # noqa: E402
 from supportbot.routing import websocket_urlpatterns  # noqa: E402
 
 # Origins are checked per route: the console accepts only our own hosts at the handshake
@@ -21,3 +22,5 @@ application = ProtocolTypeRouter(
         "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )
+# Load the embedding model now, not on the first customer's message (`/readyz` waits for it).
+warmup.start()

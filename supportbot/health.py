@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 
+from supportbot import warmup
+
 
 def healthz(request):
     return JsonResponse({"status": "ok"})
@@ -39,9 +41,12 @@ def _check_redis() -> str:
 
 
 def readyz(request):
-    """200 when PostgreSQL and Redis answer; 503 naming the failing check otherwise."""
+    """200 when PostgreSQL and Redis answer and (in a web process that warms up) the
+    embedding model is loaded; 503 naming the failing check otherwise."""
     started = time.monotonic()
     checks = {"database": _check_database(), "redis": _check_redis()}
+    if warmup.state() != warmup.NOT_STARTED:
+        checks["embeddings"] = warmup.state()
     ok = all(v == "ok" for v in checks.values())
     return JsonResponse(
         {

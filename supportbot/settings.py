@@ -347,6 +347,9 @@ KNOWLEDGE_EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=30.0)
 # Local model: concurrent callers' texts are encoded together, one model call at a time, up to
 # this many texts per call (0: every caller encodes on its own thread).
 KNOWLEDGE_EMBEDDINGS_COALESCE_MAX = env.int("EMBEDDINGS_COALESCE_MAX", default=256)
+# A web process loads the local model in the background as it starts (`/readyz` answers 503
+# until it has), so the first customer does not wait ~4 s for it.
+KNOWLEDGE_EMBEDDINGS_WARMUP = env.bool("EMBEDDINGS_WARMUP", default=True)
 KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=10 * 1024 * 1024)
 KNOWLEDGE_STUCK_AFTER_SECONDS = env.int("KNOWLEDGE_STUCK_AFTER_SECONDS", default=900)
 KNOWLEDGE_EXACT_SCAN_MAX_ROWS = env.int("KNOWLEDGE_EXACT_SCAN_MAX_ROWS", default=5000)
