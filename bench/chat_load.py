@@ -596,8 +596,9 @@ def report(result: dict, meta: dict) -> str:
         "Per level, from the stack's `/metrics` (`supportbot_answers_total` by path/reason, "
         "before and after the product level): which path gave each answer its first words and "
         "why (`skipped/low_yield`: the yield policy kept the model out; `extractive/budget`: "
-        "no verified sentence within the first-words budget; `warming_up`: the policy had too "
-        "few samples yet); `decided:` the yield policy's decisions behind them (a turn it let "
+        "no verified sentence within the first-words budget; `skipped/warming_up`: the "
+        "model is not measured yet and is measured in the background); `decided:` the yield "
+        "policy's decisions behind them (a turn it let "
         "call the model can still answer extractively); and the seconds all answers of the "
         "level spent waiting on the model.",
         "",

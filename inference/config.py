@@ -60,7 +60,10 @@ class InferenceConfig:
     yield_min_samples: int = 10
     # Share of recent answers whose first words the model's verified sentences gave.
     yield_threshold: float = 0.2
-    # Answers one process lets wait on a model while it is warming up (not measured yet).
+    # How a model not measured yet is measured: "background" (calls nobody waits for, at most
+    # `yield_warmup_in_flight` at once per process) or "foreground" (at most that many answers
+    # wait on it at once).
+    yield_warmup: str = "background"
     yield_warmup_in_flight: int = 2
     yield_recovery_samples: int = 3
     yield_probe_fraction: float = 0.0
@@ -69,6 +72,13 @@ class InferenceConfig:
     yield_probes_in_flight: int = 1
     yield_max_age_s: float = 3600.0
     yield_flush_interval_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.yield_warmup not in ("background", "foreground"):
+            raise ValueError(
+                "INFERENCE_YIELD_WARMUP must be background or foreground, "
+                f"not {self.yield_warmup!r}"
+            )
 
 
 def get_config() -> InferenceConfig:

@@ -508,8 +508,9 @@ INFERENCE = {
     "YIELD_WINDOW": env.int("INFERENCE_YIELD_WINDOW", default=50),
     "YIELD_MIN_SAMPLES": env.int("INFERENCE_YIELD_MIN_SAMPLES", default=10),
     "YIELD_THRESHOLD": env.float("INFERENCE_YIELD_THRESHOLD", default=0.2),
-    # Answers one process lets wait on a model it has not measured yet (warming up); the
-    # others are answered extractively at once.
+    # A model not measured yet (warming up) is measured by background calls nobody waits for
+    # (at most this many at once per process); "foreground" lets that many answers wait on it.
+    "YIELD_WARMUP": env.str("INFERENCE_YIELD_WARMUP", default="background"),
     "YIELD_WARMUP_IN_FLIGHT": env.int("INFERENCE_YIELD_WARMUP_IN_FLIGHT", default=2),
     "YIELD_RECOVERY_SAMPLES": env.int("INFERENCE_YIELD_RECOVERY_SAMPLES", default=3),
     # Probes of a model measured useless run in the background (never shown, never waited

@@ -229,11 +229,11 @@ def warmup_slot(reason: str) -> Iterator[bool]:
     """Admit an answer the yield policy sends to the model (`reason`); False when it may not
     wait on it.
 
-    While a model is warming up (too few measurements), at most
-    `INFERENCE_YIELD_WARMUP_IN_FLIGHT` answers of this process wait on it at once: the rest
-    are answered extractively at once. Thirty-two chats opening on a fresh model would
-    otherwise all wait on it — on a co-located CPU engine, each making every other slower.
-    Other reasons are always admitted."""
+    With `INFERENCE_YIELD_WARMUP=foreground`, while a model is warming up (too few
+    measurements) at most `INFERENCE_YIELD_WARMUP_IN_FLIGHT` answers of this process wait on
+    it at once: the rest are answered extractively at once. Thirty-two chats opening on a
+    fresh model would otherwise all wait on it — on a co-located CPU engine, each making
+    every other slower. Other reasons are always admitted."""
     global _warming
     if reason != WARMING_UP:
         yield True
@@ -253,30 +253,49 @@ def warmup_slot(reason: str) -> Iterator[bool]:
 # Reasons `inference.yields.should_generate` gives for trying a model it measured useless.
 SHADOW_PROBES = ("probe_interval", "probe_random")
 SHADOW_PROBE_TIMEOUT_S = 30.0
-_probes: set[asyncio.Task] = set()
+PROBE, WARMUP = "probe", "warmup"
+_probes: dict[str, set[asyncio.Task]] = {PROBE: set(), WARMUP: set()}
 
 
-def shadow_probe_free() -> bool:
-    """Whether this process may start another background probe now."""
-    return len(_probes) < max(0, get_config().yield_probes_in_flight)
+def probe_kind(reason: str) -> str | None:
+    """Whether a model call the policy allowed (`reason`) runs in the background, never
+    waited for: `probe` for a model measured useless, `warmup` for one not measured yet
+    (unless `INFERENCE_YIELD_WARMUP=foreground`); None when the customer's answer waits on it."""
+    if reason in SHADOW_PROBES:
+        return PROBE
+    if reason == WARMING_UP and get_config().yield_warmup != "foreground":
+        return WARMUP
+    return None
 
 
-def shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> bool:
+def _probe_limit(kind: str) -> int:
+    cfg = get_config()
+    return max(0, cfg.yield_probes_in_flight if kind == PROBE else cfg.yield_warmup_in_flight)
+
+
+def shadow_probe_free(kind: str = PROBE) -> bool:
+    """Whether this process may start another background call of this kind now."""
+    return len(_probes[kind]) < _probe_limit(kind)
+
+
+def shadow_probe(turn: Turn, messages: list[dict], ordered: list, *, kind: str = PROBE) -> bool:
     """Generate in the background, verify every sentence, record the yield; show nothing.
 
-    At most `INFERENCE_YIELD_PROBES_IN_FLIGHT` probes run in this process at once: a probe
-    that falls due while they are busy is skipped (False), so a busy hour of skipped answers
-    never piles probes onto the worker the policy is keeping customers away from.
+    At most `INFERENCE_YIELD_PROBES_IN_FLIGHT` probes (and, while a model is warming up,
+    `INFERENCE_YIELD_WARMUP_IN_FLIGHT` warm-up calls) run in this process at once: one that
+    falls due while they are busy is skipped (False), so a busy hour never piles calls onto
+    a worker nobody waits for.
     """
-    if not shadow_probe_free():
+    if not shadow_probe_free(kind):
         return False
     # A context of its own: the probe outlives the turn, whose thread-sensitive context
     # refuses calls once the turn is over.
     task = asyncio.create_task(
         _shadow_probe(turn, messages, ordered), context=contextvars.Context()
     )
-    _probes.add(task)
-    task.add_done_callback(_probes.discard)
+    running = _probes[kind]
+    running.add(task)
+    task.add_done_callback(running.discard)
     return True
 
 

@@ -32,9 +32,11 @@ from conversations.orchestrator.base import (
 from conversations.orchestrator.extractive import citations, extractive_draft
 from conversations.orchestrator.finish import finish
 from conversations.orchestrator.generate import (
-    SHADOW_PROBES,
+    PROBE,
+    WARMING_UP,
     WARMING_UP_BUSY,
     generate,
+    probe_kind,
     shadow_probe,
     shadow_probe_free,
     warmup_slot,
@@ -287,9 +289,9 @@ async def _weak_answer(turn: Turn, result, passages) -> Outcome:
     return await finish(turn, draft, stream=True)
 
 
-# Reasons an answer did not call a model it could have: the policy measured it useless, or
-# enough answers already wait on it while it is measured.
-SKIP_REASONS = frozenset({"low_yield", WARMING_UP_BUSY})
+# Reasons an answer did not wait on a model it could have: the policy measured it useless, or
+# has not measured it yet (measured in the background, or enough calls already measure it).
+SKIP_REASONS = frozenset({"low_yield", WARMING_UP, WARMING_UP_BUSY})
 
 
 async def _extractive(turn: Turn, passages: list) -> Draft:
@@ -340,9 +342,12 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
     if await db(gateway.gateway_available)():
         model = yields.model_for_role("primary")
         try_model, path_reason = yields.should_generate(model)
-        if try_model and path_reason in SHADOW_PROBES and not shadow_probe_free():
-            try_model, path_reason = False, "low_yield"  # the process's probes are busy
-        admission = warmup_slot(path_reason if try_model else "")
+        background = probe_kind(path_reason) if try_model else None
+        if background and not shadow_probe_free(background):
+            # The process's probes (or warm-up calls) are busy: this one is skipped.
+            try_model = False
+            path_reason = "low_yield" if background == PROBE else WARMING_UP_BUSY
+        admission = warmup_slot(path_reason if try_model and not background else "")
     with admission as admitted:
         if not admitted:  # enough answers already wait on the unmeasured model
             try_model, path_reason = False, WARMING_UP_BUSY
@@ -357,12 +362,14 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
                 message=message,
                 passages=passages,
             )
-            if path_reason in SHADOW_PROBES:
-                # The model is measured useless: never make this customer wait for it. Probe
-                # it in the background (verified, recorded, never shown) so a better model or
-                # worker is noticed; the customer gets the extractive answer now.
-                probing = shadow_probe(turn, messages, ordered)
-                path_reason = "low_yield"
+            if background:
+                # The model is measured useless (a probe) or not measured yet (warm-up): never
+                # make this customer wait for it. Call it in the background (verified,
+                # recorded, never shown) so its yield is known; the customer gets the
+                # extractive answer now.
+                probing = shadow_probe(turn, messages, ordered, kind=background)
+                if background == PROBE:
+                    path_reason = "low_yield"
             else:
                 # The extractive answer is composed while the model writes: when no verified
                 # sentence comes within the budget, the customer gets it at once.

@@ -21,6 +21,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.django_db(transact
 @pytest.fixture(autouse=True)
 def _local_cache(settings):
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # The fresh yield book warms up: these tests want the answer itself to wait on the model.
+    settings.INFERENCE = {**settings.INFERENCE, "YIELD_WARMUP": "foreground"}
 
 
 @pytest.fixture

@@ -251,14 +251,19 @@ def test_the_same_follow_up_after_different_questions_is_never_served_from_one_c
 def test_answers_beyond_the_warm_up_bound_never_wait_on_an_unmeasured_model(
     help_center, tenant, customer, settings, monkeypatch
 ):
-    """A fresh model (too few measurements) is tried by at most INFERENCE_YIELD_WARMUP_IN_FLIGHT
-    answers at once: a second chat while the first waits on it is answered extractively at
-    once, recorded as skipped, and its model is never called."""
+    """With INFERENCE_YIELD_WARMUP=foreground, a fresh model (too few measurements) is tried by
+    at most INFERENCE_YIELD_WARMUP_IN_FLIGHT answers at once: a second chat while the first
+    waits on it is answered extractively at once, recorded as skipped, and its model is never
+    called."""
     import asyncio
 
     from inference import gateway, yields
 
-    settings.INFERENCE = {**settings.INFERENCE, "YIELD_WARMUP_IN_FLIGHT": 1}
+    settings.INFERENCE = {
+        **settings.INFERENCE,
+        "YIELD_WARMUP": "foreground",
+        "YIELD_WARMUP_IN_FLIGHT": 1,
+    }
     settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0
     monkeypatch.setattr(gateway, "gateway_available", lambda: True)
     monkeypatch.setattr(yields, "should_generate", lambda model: (True, "warming_up"))
@@ -308,3 +313,58 @@ def test_answers_beyond_the_warm_up_bound_never_wait_on_an_unmeasured_model(
     assert second.reply.meta["path"] == "skipped"
     assert second.reply.meta["path_reason"] == "warming_up_busy"
     assert first.reply.meta["path_reason"] != "warming_up_busy"
+
+
+def test_a_model_not_measured_yet_is_measured_in_the_background_while_the_customer_is_answered(
+    help_center, conversation, settings, monkeypatch
+):
+    """Warm-up by default: the customer's answer never waits on an unmeasured model; the model
+    answers the same prompt in the background, verified and recorded in its yield book."""
+    import asyncio
+
+    from conversations.orchestrator import generate
+    from inference import gateway, yields
+
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0
+    monkeypatch.setattr(gateway, "gateway_available", lambda: True)
+    monkeypatch.setattr(yields, "should_generate", lambda model: (True, "warming_up"))
+    monkeypatch.setattr(yields, "model_for_role", lambda role="primary": "smollm2-135m")
+    recorded, started = [], []
+    monkeypatch.setattr(yields, "record", lambda **kw: recorded.append(kw))
+
+    async def scenario():
+        held = asyncio.Event()
+
+        async def stream_chat(**kwargs):
+            started.append(kwargs["affinity_key"])
+            await held.wait()
+            yield gateway.ChatDelta("Standard shipping takes 3-5 business days.")
+            yield gateway.ChatResult(
+                "Standard shipping takes 3-5 business days.", "smollm2-135m", "w1", 600, 9, 5, 9
+            )
+
+        monkeypatch.setattr(gateway, "stream_chat", stream_chat)
+        outcome = await asyncio.wait_for(
+            orchestrator.handle_customer_message(
+                conversation=conversation,
+                client_message_id="bg1",
+                text="How long does standard shipping take?",
+                emit=Recorder(),
+            ),
+            timeout=20,
+        )
+        answered_while_the_model_was_held = not held.is_set()
+        held.set()
+        await asyncio.gather(*generate._probes[generate.WARMUP])
+        return outcome, answered_while_the_model_was_held
+
+    outcome, early = async_to_sync(scenario)()
+
+    assert early, "the answer went out while the model was still writing"
+    assert outcome.reply.kind == Message.Kind.EXTRACTIVE
+    assert outcome.reply.meta["path"] == "skipped"
+    assert outcome.reply.meta["path_reason"] == "warming_up"
+    assert outcome.reply.meta["shadow_probe"] is True
+    assert started == [f"conv:{conversation.pk}"]
+    assert len(recorded) == 1
+    assert recorded[0]["kept"] >= 1, recorded

@@ -60,7 +60,7 @@ async def _until(predicate, timeout: float = 10.0) -> None:
 
 
 async def _settle():
-    await asyncio.gather(*list(generate._probes))
+    await asyncio.gather(*[t for running in generate._probes.values() for t in running])
 
 
 async def test_a_probe_due_while_the_last_one_runs_is_skipped(settings, held_stream):
@@ -117,3 +117,34 @@ async def test_a_probe_whose_first_words_come_after_the_budget_counts_as_nothing
 
     assert held_stream.recorded[0]["kept"] == 0
     assert held_stream.recorded[0]["dropped"] >= 1
+
+
+async def test_warm_up_calls_have_their_own_bound_and_leave_probes_free(settings, held_stream):
+    """A model not measured yet is measured by background calls (at most
+    INFERENCE_YIELD_WARMUP_IN_FLIGHT); they never take the probes' place."""
+    settings.INFERENCE = {
+        **settings.INFERENCE,
+        "YIELD_WARMUP_IN_FLIGHT": 2,
+        "YIELD_PROBES_IN_FLIGHT": 1,
+    }
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0
+    ordered = [SimpleNamespace(text=PASSAGE)]
+
+    started = [generate.shadow_probe(_turn(n), [], ordered, kind=generate.WARMUP) for n in range(3)]
+
+    assert started == [True, True, False]
+    assert generate.shadow_probe_free(generate.PROBE) is True
+    held_stream.release.set()
+    await _settle()
+    assert [r["kept"] for r in held_stream.recorded] == [2, 2]
+
+
+def test_warming_up_runs_in_the_background_unless_configured_to_wait(settings):
+    assert generate.probe_kind("warming_up") == generate.WARMUP
+    assert generate.probe_kind("probe_interval") == generate.PROBE
+    assert generate.probe_kind("yield_ok") is None
+    settings.INFERENCE = {**settings.INFERENCE, "YIELD_WARMUP": "foreground"}
+    assert generate.probe_kind("warming_up") is None
+    settings.INFERENCE = {**settings.INFERENCE, "YIELD_WARMUP": "sometimes"}
+    with pytest.raises(ValueError, match="INFERENCE_YIELD_WARMUP"):
+        generate.probe_kind("warming_up")
