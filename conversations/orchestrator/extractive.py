@@ -11,8 +11,9 @@ from conversations.orchestrator.base import Draft
 from knowledge.embeddings import embed_texts
 from verification import content_words, split_sentences
 
-EXTRACTIVE_PROMPT_VERSION = "extractive-v2"
-# A second passage (another section) is quoted too when its search evidence is this close
+EXTRACTIVE_PROMPT_VERSION = "extractive-v3"  # cache keys: v3 quotes long entries differently
+# A second passage (another section, or another part of a long entry: dev-sqlalchemy 31 -> 34
+# of 45 key facts, dev-faq 46 -> 47) is quoted too when its search evidence is this close
 # (0.9: 43 of the demo's 50 key facts, 0.8: 44; 0.7 no further).
 SECOND_PASSAGE_RATIO = 0.8
 # Every passage the search returns (8) competes: 4 reached 42 of the Django set's 49 key
@@ -29,6 +30,14 @@ def _section(passage) -> tuple:
     return (passage.document_id, tuple(passage.heading_path))
 
 
+def _overlaps(a, win_a, b, win_b) -> bool:
+    """Do two quotes share text of their document (chunks of one section overlap)?"""
+    if a.document_id != b.document_id:
+        return False
+    start_a, start_b = a.span[0] + win_a.start, b.span[0] + win_b.start
+    return start_a < b.span[0] + win_b.end and start_b < a.span[0] + win_a.end
+
+
 def extractive_draft(
     *,
     query: str,
@@ -37,8 +46,9 @@ def extractive_draft(
     max_quotes: int = 2,
 ) -> Draft:
     """Quote the best passage as one contiguous window (`compose`), and a shorter one of a
-    second passage from another section when its evidence is nearly as strong; each quote
-    cited, its card showing the passage around it.
+    second passage when its evidence is nearly as strong and it quotes other text (another
+    section, or another part of a long entry: shown in source order); each quote cited, its
+    card showing the passage around it.
 
     At most `max_quotes` quotes (a hedged reply quotes one). Passages are ranked by
     evidence and by how well their heading asks the question; a
@@ -55,11 +65,8 @@ def extractive_draft(
     for passage, sim in ranked:
         if len(chosen) == max_quotes:
             break
-        if chosen:
-            if passage.evidence < SECOND_PASSAGE_RATIO * chosen[0][0].evidence:
-                continue
-            if _section(passage) == _section(chosen[0][0]):
-                continue
+        if chosen and passage.evidence < SECOND_PASSAGE_RATIO * chosen[0][0].evidence:
+            continue
         limits = (
             (compose.MIN_WORDS, compose.MAX_WORDS)
             if not chosen
@@ -75,9 +82,15 @@ def extractive_draft(
         )
         if win is None:
             continue
-        if any(win.quote in w.quote or w.quote in win.quote for _, w in chosen):
+        if any(
+            win.quote in w.quote or w.quote in win.quote or _overlaps(passage, win, p, w)
+            for p, w in chosen
+        ):
             continue
         chosen.append((passage, win))
+    if len(chosen) == 2 and _section(chosen[0][0]) == _section(chosen[1][0]):
+        # two parts of one entry read in the entry's order
+        chosen.sort(key=lambda pw: pw[0].span[0] + pw[1].start)
     if not chosen:  # passages without sentences: quote the first as it is
         first = ranked[0][0]
         return Draft(
