@@ -34,6 +34,8 @@ from verification import content_words, split_sentences
 MIN_WORDS = 50
 MAX_WORDS = 90
 SECOND_MIN_WORDS, SECOND_MAX_WORDS = 25, 60
+# The first quote of a long entry (extractive.LONG_ENTRY_CANDIDATES); 70-120 did no better.
+LONG_MIN_WORDS, LONG_MAX_WORDS = 60, 100
 OVERLAP_WEIGHT = 0.3  # question-word overlap next to cosine, as in verification.best_sentences
 # A line of a code block is a weaker anchor than prose (dev-sqlalchemy 34 -> 35 of 45 key
 # facts; 0.1-0.3 measured the same or worse). The code is still quoted after its prose.

@@ -385,3 +385,37 @@ def test_every_sentence_is_embedded_at_most_once_per_turn_across_overlapping_chu
     assert seen
     assert len(seen) == len(set(seen))
     assert embedder.computed == len(seen)
+
+
+def test_only_an_entry_spanning_several_candidates_gets_the_longer_first_quote():
+    sentences = " ".join(
+        f"Detail {n} of the reconnect behaviour is explained here." for n in range(30)
+    )
+    heading = ["FAQ: Connections", "Why does my connection drop?"]
+
+    def part(n: int, section: list[str]) -> FakePassage:
+        return FakePassage(
+            sentences,
+            evidence=0.9 - n / 100,
+            chunk_id=n,
+            document_id=n if section is not heading else 1,
+            heading_path=section,
+            span=(n * 10_000, n * 10_000 + len(sentences)),
+        )
+
+    query = "reconnect behaviour detail"
+    long_entry = [part(n, heading) for n in range(1, 4)]
+    short_entries = [part(n, ["FAQ", f"Question {n}"]) for n in range(1, 4)]
+    long_words = len(
+        extractive_draft(query=query, passages=long_entry, embed=bag_of_words)
+        .text.split("”")[0]
+        .split()
+    )
+    short_words = len(
+        extractive_draft(query=query, passages=short_entries, embed=bag_of_words)
+        .text.split("”")[0]
+        .split()
+    )
+    assert compose.MIN_WORDS <= short_words <= compose.MAX_WORDS
+    assert compose.LONG_MIN_WORDS <= long_words <= compose.LONG_MAX_WORDS
+    assert long_words > short_words
