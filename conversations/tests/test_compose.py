@@ -419,3 +419,29 @@ def test_only_an_entry_spanning_several_candidates_gets_the_longer_first_quote()
     assert compose.MIN_WORDS <= short_words <= compose.MAX_WORDS
     assert compose.LONG_MIN_WORDS <= long_words <= compose.LONG_MAX_WORDS
     assert long_words > short_words
+
+
+def test_the_passages_a_reply_quotes_are_embedded_in_one_model_call():
+    from conversations.orchestrator.base import TurnEmbedder
+
+    calls: list[list[str]] = []
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        calls.append(list(texts))
+        return bag_of_words(texts)
+
+    stable = FakePassage(DELETE, evidence=0.9, chunk_id=1)
+    other = FakePassage(
+        STALE, evidence=0.85, chunk_id=2, document_id=2, heading_path=["FAQ", "Stale data"]
+    )
+    far = FakePassage(
+        FOREIGN_KEY, evidence=0.2, chunk_id=3, document_id=3, heading_path=["FAQ", "Keys"]
+    )
+    embedder = TurnEmbedder(embed=counting, shared=None)
+    draft = extractive_draft(
+        query="can I delete python", passages=[stable, other, far], embed=embedder
+    )
+    assert len(draft.passages) == 2
+    assert len(calls) == 1  # the question and both quoted passages' sentences, together
+    embedded = set(calls[0])
+    assert not embedded & {u.text for u in compose.passage_units(FOREIGN_KEY)}  # too weak
