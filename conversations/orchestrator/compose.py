@@ -4,13 +4,22 @@ that answers the question best, in source order, verbatim.
 Documentation FAQs answer a question in the few sentences under it: the best sentence alone
 ("Yes.", "That depends on where Python came from.") often lacks the fact, and two scattered
 sentences lose the thread. So the quote starts at the best sentence (or at the sentence
-introducing it, when that one ends with a colon: a list or a command follows), runs on through
-the sentences after it until it holds about MIN_WORDS words (never more than MAX_WORDS), and
-reaches back before the best sentence only when the passage ends first.
+introducing it, when that one ends with a colon: a list or a command follows; or at the start
+of its paragraph, when that is within PARAGRAPH_REACH words), runs on through the sentences
+after it until it holds about MIN_WORDS words (never more than MAX_WORDS), and reaches back
+before the best sentence only when the passage ends first. A quote does not start inside a
+code block (it starts at the sentence introducing the block) nor stop on a sentence that
+announces what follows ("…include:") or inside a code block, while MAX_WORDS allows.
+
+Long entries (several paragraphs with code between them, demo/dev_sqlalchemy_faq) are why the
+paragraph start, the code rules and the completion exist: a code line that repeats the
+question's identifiers ("o.foo_id = 7") outscored the prose that answers it, and windows
+ended on "…like this:" or in the middle of the code that was the answer.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,22 +30,35 @@ from verification import content_words, split_sentences
 
 # Measured on the development set (demo/dev_faq) with the demo help center as a check: 30
 # words lost 3 key facts and 4 follow-ups against 50; 60-120 gained one follow-up more at a
-# third more text. A second passage adds a shorter window of another section.
+# third more text. A second passage adds a shorter window of another section or part.
 MIN_WORDS = 50
 MAX_WORDS = 90
 SECOND_MIN_WORDS, SECOND_MAX_WORDS = 25, 60
+# The first quote of a long entry (extractive.LONG_ENTRY_CANDIDATES); 70-120 did no better.
+LONG_MIN_WORDS, LONG_MAX_WORDS = 60, 100
 OVERLAP_WEIGHT = 0.3  # question-word overlap next to cosine, as in verification.best_sentences
+# A line of a code block is a weaker anchor than prose (dev-sqlalchemy 34 -> 35 of 45 key
+# facts; 0.1-0.3 measured the same or worse). The code is still quoted after its prose.
+CODE_PENALTY = 0.15
+# The quote starts at its paragraph's first sentence when the sentences before the best one
+# in that paragraph hold at most this many words (dev-sqlalchemy 36 -> 37; 20 and 40: 36).
+PARAGRAPH_REACH = 60
 
 _WORD = re.compile(r"\S+")
+_BLOCK_BREAK = re.compile(r"\n\n")
 
 
 @dataclass(frozen=True)
 class Unit:
-    """A sentence (or list item, table row, code line) of a passage and where it sits."""
+    """A sentence (or list item, table row, code line) of a passage and where it sits:
+    `block` counts the blank-line-separated blocks before it (paragraphs, code blocks, list
+    items), `code` is true for the lines of a block that keeps line breaks (a code block)."""
 
     text: str
     start: int
     end: int
+    block: int = 0
+    code: bool = False
 
     @property
     def words(self) -> int:
@@ -60,14 +82,22 @@ def squash(text: str) -> str:
 
 
 def passage_units(text: str) -> list[Unit]:
-    """The passage's sentences with their positions (found in order, left to right)."""
+    """The passage's sentences with their positions (found in order, left to right) and
+    blocks: extraction separates blocks by a blank line and keeps line breaks only inside
+    preformatted blocks, so a block holding a line break is code."""
+    breaks = [m.start() for m in _BLOCK_BREAK.finditer(text)]
+    bounds = [0, *(b + 2 for b in breaks), len(text) + 2]
+    code_blocks = {
+        i for i in range(len(bounds) - 1) if "\n" in text[bounds[i] : bounds[i + 1] - 2].strip()
+    }
     units: list[Unit] = []
     cursor = 0
     for sentence in split_sentences(text):
         at = text.find(sentence, cursor)
         if at < 0:  # the splitter rewrote it (a citation marker moved): give up positions
             return [Unit(text.strip(), 0, len(text))] if text.strip() else []
-        units.append(Unit(sentence, at, at + len(sentence)))
+        block = bisect.bisect_right(breaks, at)
+        units.append(Unit(sentence, at, at + len(sentence), block, block in code_blocks))
         cursor = at + len(sentence)
     return units
 
@@ -87,6 +117,8 @@ def unit_scores(
         score = float(vectors[0] @ vec) + OVERLAP_WEIGHT * overlap
         if len(content_words(unit.text)) < 2:
             score -= 0.2  # "Yes." or a bare code token answers nothing on its own
+        if unit.code:
+            score -= CODE_PENALTY
         scores.append(score)
     return scores
 
@@ -109,10 +141,15 @@ def window(
     def words(a: int, b: int) -> int:
         return sum(u.words for u in units[a : b + 1])
 
+    opening = best
+    while opening > 0 and units[opening - 1].block == units[best].block:
+        opening -= 1
     if lead and words(0, best) <= max_words:
         first = 0
     elif best > 0 and units[best - 1].text.rstrip().endswith(":"):
         first = best - 1  # "Make sure that:" / "Then do this:" introduces what follows
+    elif opening < best and words(opening, best - 1) <= PARAGRAPH_REACH:
+        first = opening  # the paragraph's first sentence states what the rest explains
 
     while last + 1 < len(units) and words(first, last) < min_words:
         if words(first, last + 1) > max_words:
@@ -122,6 +159,14 @@ def window(
         if words(first - 1, last) > max_words:
             break
         first -= 1
+    while first > 0 and units[first].code and words(first - 1, last) <= max_words:
+        first -= 1  # a code block is quoted from the sentence that introduces it
+    while last + 1 < len(units) and words(first, last + 1) <= max_words:
+        announces = units[last].text.rstrip().endswith(":")
+        in_code = units[last].code and units[last + 1].block == units[last].block
+        if not (announces or in_code):
+            break
+        last += 1  # what "…include:" announces, the rest of a code block
     start, end = units[first].start, units[last].end
     quote = squash(text[start:end])
     if words(first, last) > max_words:  # one run-on unit: cut at a word boundary

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from conversations.models import Message
 from conversations.orchestrator import compose
-from conversations.orchestrator.base import Draft
+from conversations.orchestrator.base import Draft, TurnEmbedder
 from knowledge.embeddings import embed_texts
 from verification import content_words, split_sentences
 
-EXTRACTIVE_PROMPT_VERSION = "extractive-v2"
-# A second passage (another section) is quoted too when its search evidence is this close
+EXTRACTIVE_PROMPT_VERSION = "extractive-v3"  # cache keys: v3 quotes long entries differently
+# A second passage (another section, or another part of a long entry: dev-sqlalchemy 31 -> 34
+# of 45 key facts, dev-faq 46 -> 47) is quoted too when its search evidence is this close
 # (0.9: 43 of the demo's 50 key facts, 0.8: 44; 0.7 no further).
 SECOND_PASSAGE_RATIO = 0.8
 # Every passage the search returns (8) competes: 4 reached 42 of the Django set's 49 key
@@ -23,10 +25,22 @@ CANDIDATES = 8
 HEADING_WEIGHT = 0.3
 # A heading this similar to the question makes its passage's lead the start of the quote.
 LEAD_MIN_SIM = 0.5
+# An entry that this many of the candidates belong to is long (several paragraphs and code):
+# its first quote may run longer (compose.LONG_MIN_WORDS..LONG_MAX_WORDS; dev-sqlalchemy 37 ->
+# 38 of 45 key facts; from 2 candidates on the same, with longer replies on dev-debian).
+LONG_ENTRY_CANDIDATES = 3
 
 
 def _section(passage) -> tuple:
     return (passage.document_id, tuple(passage.heading_path))
+
+
+def _overlaps(a, win_a, b, win_b) -> bool:
+    """Do two quotes share text of their document (chunks of one section overlap)?"""
+    if a.document_id != b.document_id:
+        return False
+    start_a, start_b = a.span[0] + win_a.start, b.span[0] + win_b.start
+    return start_a < b.span[0] + win_b.end and start_b < a.span[0] + win_a.end
 
 
 def extractive_draft(
@@ -37,8 +51,9 @@ def extractive_draft(
     max_quotes: int = 2,
 ) -> Draft:
     """Quote the best passage as one contiguous window (`compose`), and a shorter one of a
-    second passage from another section when its evidence is nearly as strong; each quote
-    cited, its card showing the passage around it.
+    second passage when its evidence is nearly as strong and it quotes other text (another
+    section, or another part of a long entry: shown in source order); each quote cited, its
+    card showing the passage around it.
 
     At most `max_quotes` quotes (a hedged reply quotes one). Passages are ranked by
     evidence and by how well their heading asks the question; a
@@ -51,20 +66,27 @@ def extractive_draft(
         zip(candidates, sims, strict=True),
         key=lambda ps: (-(ps[0].evidence + HEADING_WEIGHT * ps[1]), -ps[0].score),
     )
+    per_section = Counter(_section(p) for p in candidates)
+    if not isinstance(embed, TurnEmbedder):
+        embed = TurnEmbedder(embed, shared=None)  # each text embedded once here too
+    # The passages the loop below composes in the common case (the best one, and the next
+    # whose evidence is close enough), embedded in one model call instead of one per passage:
+    # a call costs about as much as four more sentences.
+    close = [p for p, _ in ranked[1:] if p.evidence >= SECOND_PASSAGE_RATIO * ranked[0][0].evidence]
+    likely = [ranked[0][0], *close[: max_quotes - 1]]
+    embed([query, *(u.text for p in likely for u in compose.passage_units(p.text))])
     chosen: list[tuple] = []
     for passage, sim in ranked:
         if len(chosen) == max_quotes:
             break
+        if chosen and passage.evidence < SECOND_PASSAGE_RATIO * chosen[0][0].evidence:
+            continue
         if chosen:
-            if passage.evidence < SECOND_PASSAGE_RATIO * chosen[0][0].evidence:
-                continue
-            if _section(passage) == _section(chosen[0][0]):
-                continue
-        limits = (
-            (compose.MIN_WORDS, compose.MAX_WORDS)
-            if not chosen
-            else (compose.SECOND_MIN_WORDS, compose.SECOND_MAX_WORDS)
-        )
+            limits = (compose.SECOND_MIN_WORDS, compose.SECOND_MAX_WORDS)
+        elif per_section[_section(passage)] >= LONG_ENTRY_CANDIDATES:
+            limits = (compose.LONG_MIN_WORDS, compose.LONG_MAX_WORDS)
+        else:
+            limits = (compose.MIN_WORDS, compose.MAX_WORDS)
         win = compose.compose(
             query,
             passage.text,
@@ -75,9 +97,15 @@ def extractive_draft(
         )
         if win is None:
             continue
-        if any(win.quote in w.quote or w.quote in win.quote for _, w in chosen):
+        if any(
+            win.quote in w.quote or w.quote in win.quote or _overlaps(passage, win, p, w)
+            for p, w in chosen
+        ):
             continue
         chosen.append((passage, win))
+    if len(chosen) == 2 and _section(chosen[0][0]) == _section(chosen[1][0]):
+        # two parts of one entry read in the entry's order
+        chosen.sort(key=lambda pw: pw[0].span[0] + pw[1].start)
     if not chosen:  # passages without sentences: quote the first as it is
         first = ranked[0][0]
         return Draft(

@@ -196,3 +196,252 @@ def test_a_heading_that_asks_the_question_anchors_the_quote_at_its_entrys_lead()
     assert under_question.text.startswith(f"“{lead}")
     assert best in under_question.text
     assert elsewhere.text.startswith(f"“{best}")
+
+
+# --------------------------------------------------------------------------- long entries
+
+# A long FAQ entry as extraction writes it: paragraphs and code blocks separated by blank
+# lines, code lines kept one per line. The answer is the first sentence of the third
+# paragraph; the sentence scoring best repeats the question's words further on.
+STALE = (
+    "The session acts as though each transaction were serializable, whatever the database "
+    "isolation level is. In practice it does not change data it has already loaded within "
+    "the scope of a transaction, which surprises people who watch another process commit.\n\n"
+    "If the term isolation level is unfamiliar, read about it first: in short, once a "
+    "transaction selects rows it keeps getting the same data back for them, and only a lower "
+    "level such as read committed lets a changed value show.\n\n"
+    "The usual fix is to call session.commit() and start a new transaction on next access. "
+    "Applications that keep transactions short rarely notice anything, because every "
+    "request starts with a fresh view of the data. After that the session reloads rows "
+    "another process committed and shows the committed values.\n\n"
+    "You can also tell the session to expire what it holds, or run a query with populate "
+    "existing, which overwrites the objects it already loaded as it reads each row."
+)
+
+
+def test_a_long_entrys_fact_in_its_third_paragraph_is_quoted_from_that_paragraphs_start():
+    win = compose.compose(
+        "session doesnt show rows another process committed", STALE, embed=bag_of_words
+    )
+    assert "session.commit()" in win.quote
+    assert win.quote.startswith("The usual fix is to call session.commit()")
+    assert win.quote in compose.squash(STALE)
+
+
+def test_a_paragraph_start_too_far_before_the_best_sentence_is_not_reached_for():
+    before = " ".join(f"Background sentence number {n} says little of use here." for n in range(9))
+    after = " ".join(f"Afterwards sentence {n} adds a detail nobody asked for." for n in range(8))
+    text = f"{before} The pool recycles connections older than pool_recycle seconds. {after}"
+    win = compose.compose("how old can pooled connections get", text, embed=bag_of_words)
+    assert win.quote.startswith("The pool recycles connections")
+    near = f"Background sentence number 8 says little of use here. {text[len(before) + 1 :]}"
+    assert (
+        compose.compose("how old can pooled connections get", near, embed=bag_of_words).quote[:20]
+        == "Background sentence "
+    )  # within reach, the paragraph's start leads
+
+
+FOREIGN_KEY = (
+    "The ORM does not load a relationship when its foreign key attribute changes. Set the "
+    "relationship itself instead, and the foreign key follows:\n\n"
+    "foo = session.get(Foo, 7)\n"
+    "o.foo = foo\n"
+    "session.commit()\n\n"
+    "Setting the attribute directly is legal, but it does not expire the relationship:\n\n"
+    "o.foo_id = 7\n"
+    "assert o.foo is None  # o.foo_id = 7 is only pending\n\n"
+    "After the commit every attribute is expired and the next access loads the new object."
+)
+
+
+def test_a_code_line_repeating_the_question_does_not_anchor_the_quote_over_the_prose():
+    win = compose.compose("i set o.foo_id = 7 but o.foo is None", FOREIGN_KEY, embed=bag_of_words)
+    assert not win.quote.startswith("o.foo_id = 7")
+    assert not win.quote.startswith("assert o.foo is None")
+    units = compose.passage_units(FOREIGN_KEY)
+    assert not units[win.first].code
+
+
+def test_a_code_line_scores_below_the_same_words_in_prose():
+    query = "refresh the user name from the database"
+    prose = "Reload first.\n\nsession.refresh(user) reloads the user name from the database."
+    code = "Reload first:\n\nsession.refresh(user)\nreloads the user name from the database."
+    prose_units, code_units = compose.passage_units(prose), compose.passage_units(code)
+    assert [u.code for u in prose_units] == [False, False]
+    assert [u.code for u in code_units] == [False, True, True]
+    prose_score = compose.unit_scores(query, prose_units, embed=bag_of_words)[1]
+    code_alone = compose.unit_scores(query, [code_units[2]], embed=bag_of_words)[0]
+    plain = compose.unit_scores(
+        query, [compose.Unit(code_units[2].text, 0, 1)], embed=bag_of_words
+    )[0]
+    assert code_alone == pytest.approx(plain - compose.CODE_PENALTY)
+    assert code_alone <= plain - 0.1  # a code line anchors a quote only well ahead of prose
+    assert prose_score > code_alone
+
+
+def test_code_lines_are_recognised_by_their_block_and_prose_is_not():
+    units = compose.passage_units(FOREIGN_KEY)
+    code = [u.text for u in units if u.code]
+    assert code == [
+        "foo = session.get(Foo, 7)",
+        "o.foo = foo",
+        "session.commit()",
+        "o.foo_id = 7",
+        "assert o.foo is None  # o.foo_id = 7 is only pending",
+    ]
+    assert len({u.block for u in units if u.code}) == 2
+
+
+def test_a_quote_does_not_stop_inside_a_code_block_or_on_a_sentence_announcing_one():
+    win = compose.compose(
+        "how do i set the relationship so the foreign key follows",
+        FOREIGN_KEY,
+        embed=bag_of_words,
+        min_words=12,
+        max_words=40,
+    )
+    assert "Set the relationship itself instead, and the foreign key follows:" in win.quote
+    assert win.quote.endswith("o.foo = foo session.commit()")
+    # without room for the whole block the quote stops before it instead of inside it
+    tight = compose.compose(
+        "how do i set the relationship so the foreign key follows",
+        FOREIGN_KEY,
+        embed=bag_of_words,
+        min_words=12,
+        max_words=24,
+    )
+    assert "o.foo = foo" not in tight.quote or tight.quote.endswith("session.commit()")
+
+
+def test_a_one_sentence_entry_is_quoted_whole_with_nothing_to_complete():
+    text = "No, only single-column primary keys are supported."
+    units = compose.passage_units(text)
+    assert [(u.block, u.code) for u in units] == [(0, False)]
+    win = compose.compose("composite primary key support", text, embed=bag_of_words)
+    assert win.quote == text
+    assert (win.first, win.last) == (0, 0)
+    assert compose.surrounding(text, win) == ""
+
+
+def _chunks_of(text: str, cut: int, *, overlap: int = 0) -> tuple[FakePassage, FakePassage]:
+    """Two chunks of one long entry, as the chunker makes them (the second may overlap)."""
+    heading = ["FAQ: Sessions", "My session does not see committed changes"]
+    first = FakePassage(
+        text[:cut], evidence=0.9, chunk_id=1, heading_path=heading, span=(1000, 1000 + cut)
+    )
+    start = cut - overlap
+    second = FakePassage(
+        text[start:],
+        evidence=0.95,  # the later part matched the search better
+        chunk_id=2,
+        heading_path=heading,
+        span=(1000 + start, 1000 + len(text)),
+    )
+    return first, second
+
+
+def test_another_part_of_a_long_entry_is_quoted_second_in_the_entrys_order():
+    cut = STALE.index("The usual fix")
+    first, second = _chunks_of(STALE, cut)
+    draft = extractive_draft(
+        query="session doesnt show rows another process committed",
+        passages=[second, first],  # the search found the later part first
+        embed=bag_of_words,
+    )
+    assert [p.chunk_id for p in draft.passages] == [1, 2]
+    assert "session.commit()" in draft.text
+    quotes = re.findall(r"“(.+?)”\s*\[(\d)\]", draft.text, re.S)
+    assert [n for _, n in quotes] == ["1", "2"]
+    assert all(quote_is_verbatim(q, STALE) == [] for q, _ in quotes)
+
+
+def test_overlapping_chunks_of_one_entry_never_quote_the_same_words_twice():
+    cut = STALE.index("The usual fix")
+    first, second = _chunks_of(STALE, cut + 120, overlap=240)
+    draft = extractive_draft(
+        query="session doesnt show rows another process committed",
+        passages=[first, second],
+        embed=bag_of_words,
+    )
+    quotes = re.findall(r"“(.+?)”", draft.text, re.S)
+    sentences = [s for q in quotes for s in re.split(r"(?<=[.:])\s+", q)]
+    assert len(sentences) == len(set(sentences))
+
+
+def test_every_sentence_is_embedded_at_most_once_per_turn_across_overlapping_chunks():
+    from conversations.orchestrator.base import TurnEmbedder
+
+    seen: list[str] = []
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        seen.extend(texts)
+        return bag_of_words(texts)
+
+    cut = STALE.index("The usual fix")
+    first, second = _chunks_of(STALE, cut + 120, overlap=240)
+    embedder = TurnEmbedder(embed=counting, shared=None)
+    query = "session doesnt show rows another process committed"
+    extractive_draft(query=query, passages=[first, second], embed=embedder)
+    assert seen
+    assert len(seen) == len(set(seen))
+    assert embedder.computed == len(seen)
+
+
+def test_only_an_entry_spanning_several_candidates_gets_the_longer_first_quote():
+    sentences = " ".join(
+        f"Detail {n} of the reconnect behaviour is explained here." for n in range(30)
+    )
+    heading = ["FAQ: Connections", "Why does my connection drop?"]
+
+    def part(n: int, section: list[str]) -> FakePassage:
+        return FakePassage(
+            sentences,
+            evidence=0.9 - n / 100,
+            chunk_id=n,
+            document_id=n if section is not heading else 1,
+            heading_path=section,
+            span=(n * 10_000, n * 10_000 + len(sentences)),
+        )
+
+    query = "reconnect behaviour detail"
+    long_entry = [part(n, heading) for n in range(1, 4)]
+    short_entries = [part(n, ["FAQ", f"Question {n}"]) for n in range(1, 4)]
+    long_words = len(
+        extractive_draft(query=query, passages=long_entry, embed=bag_of_words)
+        .text.split("”")[0]
+        .split()
+    )
+    short_words = len(
+        extractive_draft(query=query, passages=short_entries, embed=bag_of_words)
+        .text.split("”")[0]
+        .split()
+    )
+    assert compose.MIN_WORDS <= short_words <= compose.MAX_WORDS
+    assert compose.LONG_MIN_WORDS <= long_words <= compose.LONG_MAX_WORDS
+    assert long_words > short_words
+
+
+def test_the_passages_a_reply_quotes_are_embedded_in_one_model_call():
+    from conversations.orchestrator.base import TurnEmbedder
+
+    calls: list[list[str]] = []
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        calls.append(list(texts))
+        return bag_of_words(texts)
+
+    stable = FakePassage(DELETE, evidence=0.9, chunk_id=1)
+    other = FakePassage(
+        STALE, evidence=0.85, chunk_id=2, document_id=2, heading_path=["FAQ", "Stale data"]
+    )
+    far = FakePassage(
+        FOREIGN_KEY, evidence=0.2, chunk_id=3, document_id=3, heading_path=["FAQ", "Keys"]
+    )
+    embedder = TurnEmbedder(embed=counting, shared=None)
+    draft = extractive_draft(
+        query="can I delete python", passages=[stable, other, far], embed=embedder
+    )
+    assert len(draft.passages) == 2
+    assert len(calls) == 1  # the question and both quoted passages' sentences, together
+    embedded = set(calls[0])
+    assert not embedded & {u.text for u in compose.passage_units(FOREIGN_KEY)}  # too weak

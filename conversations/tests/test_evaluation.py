@@ -26,6 +26,7 @@ PYFAQ = ROOT / "python_faq" / "eval_answers.json"
 DEMO = ROOT / "helpcenter" / "eval_answers.json"
 DEVFAQ = ROOT / "dev_faq" / "eval_answers.json"
 DEVDEBIAN = ROOT / "dev_debian_faq" / "eval_answers.json"
+DEVSQLALCHEMY = ROOT / "dev_sqlalchemy_faq" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -51,6 +52,20 @@ def test_the_faq_sets_have_the_promised_question_counts(path):
     assert eval_set.tenant_slug != eval_set_load(DEMO).tenant_slug
 
 
+def test_the_long_entry_set_has_its_promised_question_counts():
+    """The SQLAlchemy set exists for long entries: 30+ questions, 6+ follow-ups, 6+ out of scope."""
+    eval_set = eval_set_load(DEVSQLALCHEMY)
+    single = [c for c in eval_set.cases if c.expect == "answer" and not c.follow_up]
+    follow_ups = [c for c in eval_set.cases if c.follow_up]
+    declines = [c for c in eval_set.cases if c.expect == "decline"]
+    assert len(single) >= 30
+    assert all(c.key_facts and c.document for c in single)
+    assert len(follow_ups) >= 6
+    assert all(c.key_facts and len(c.before) == 1 for c in follow_ups)
+    assert len(declines) >= 6
+    assert eval_set.tenant_slug not in {eval_set_load(p).tenant_slug for p in (DEVDEBIAN, DEVFAQ)}
+
+
 def test_the_demo_set_still_loads_and_its_knowledge_questions_carry_key_facts():
     eval_set = eval_set_load(DEMO)
     from_retrieval = [c for c in eval_set.cases if c.category == "in_scope"]
@@ -72,8 +87,8 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "path",
-    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN],
-    ids=["python-faq", "demo", "dev-faq", "dev-debian"],
+    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY],
+    ids=["python-faq", "demo", "dev-faq", "dev-debian", "dev-sqlalchemy"],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):
     """A label that its own document does not hold could never be met: catch typos."""

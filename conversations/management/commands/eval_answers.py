@@ -1,8 +1,8 @@
 """Run labelled question sets through the real orchestrator and print their figures side by side.
 
-`manage.py eval_answers` runs every registered set (the demo help center, the Django and
-Debian FAQ development sets and the held-out Python FAQ); `--corpus NAME` picks sets by name;
-positional FILE arguments run other eval files.
+`manage.py eval_answers` runs every registered set (the demo help center, the Django, Debian
+and SQLAlchemy FAQ development sets and the held-out Python FAQ); `--corpus NAME` picks sets
+by name; positional FILE arguments run other eval files.
 """
 
 import asyncio
@@ -22,6 +22,8 @@ CORPORA = {
     # The development set answers are tuned on (with the demo); python-faq is held out.
     "dev-faq": Path(settings.BASE_DIR) / "demo" / "dev_faq" / "eval_answers.json",
     "dev-debian": Path(settings.BASE_DIR) / "demo" / "dev_debian_faq" / "eval_answers.json",
+    # Long entries (several paragraphs with code between them), like the held-out FAQ's.
+    "dev-sqlalchemy": Path(settings.BASE_DIR) / "demo" / "dev_sqlalchemy_faq" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
