@@ -53,8 +53,9 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # a tenant's PDFs. HTML 1: inline text joined as laid out (no spaces inside "os.remove"),
 # code blocks keep their lines, permalink anchors dropped, role="main" root; 2: headings over
 # nothing (a site title above the page's h1) dropped; 3: XHTML with an XML declaration
-# reads (it failed before). Others: 0, as before versions existed.
-EXTRACTOR_VERSIONS = {HTML: 3, PDF: 0, MARKDOWN: 0, PLAIN: 0}
+# reads (it failed before); 4: a docutils local table of contents (<div class="contents
+# topic">) dropped. Others: 0, as before versions existed.
+EXTRACTOR_VERSIONS = {HTML: 4, PDF: 0, MARKDOWN: 0, PLAIN: 0}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -374,6 +375,10 @@ _CHROME = re.compile(
 # "toc", "navheader", "navfooter"; Sphinx "toctree-wrapper"). Whole tokens only: Sphinx
 # wraps heading text in <a class="toc-backref">, which is content.
 _CHROME_TOKENS = {"toc", "navheader", "navfooter", "toctree-wrapper"}
+# A docutils `.. contents::` block (Sphinx before docutils 0.18: <div class="contents local
+# topic">; later ones write a <nav>, dropped anyway): the page's list of its own questions.
+# Both tokens, never "contents" alone: Doxygen's <div class="contents"> is the page body.
+_LOCAL_CONTENTS = {"contents", "topic"}
 # Permalink anchors documentation generators put after headings ("¶", "#", "§").
 _PERMALINK_TEXT = {"¶", "#", "§", "🔗"}
 
@@ -400,7 +405,10 @@ def _html_dropped(element) -> bool:
     marker = f"{element.get('class') or ''} {element.get('id') or ''}"
     if not marker.strip():
         return False
-    return bool(_CHROME.search(marker)) or not _CHROME_TOKENS.isdisjoint(marker.split())
+    tokens = set(marker.split())
+    if tokens >= _LOCAL_CONTENTS:
+        return True
+    return bool(_CHROME.search(marker)) or not _CHROME_TOKENS.isdisjoint(tokens)
 
 
 # Elements that break a line where they start and end (text on either side is not one word).

@@ -32,6 +32,14 @@ RETRY_S = 1.0
 _ERRORS = (redis.RedisError, OSError)
 
 
+def _reusable(pop: asyncio.Future) -> bool:
+    """A pop another caller can take over: of this event loop (the layer outlives a test's
+    loop), and running or finished with a message (not cancelled, not failed)."""
+    if pop.get_loop() is not asyncio.get_running_loop() or pop.cancelled():
+        return False
+    return not pop.done() or pop.exception() is None
+
+
 class ResilientRedisChannelLayer(RedisChannelLayer):
     """`RedisChannelLayer` whose Redis outages are waited out or skipped, never raised."""
 
@@ -63,7 +71,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         caller for the same channel (the connection that now holds the receive lock) takes
         over that pop and its message, instead of starting a second one."""
         pop = self._pops.get(channel)
-        if pop is None:
+        if pop is None or not _reusable(pop):
             pop = asyncio.ensure_future(super().receive_single(channel))
             self._pops[channel] = pop
         try:

@@ -124,3 +124,29 @@ def test_sphinx_heading_text_inside_a_toc_backref_link_is_kept():
         content_type=HTML,
     )
     assert [b.text for b in result.blocks if b.level] == ["Programming FAQ", "General Questions"]
+
+
+def test_a_docutils_table_of_contents_is_dropped_but_a_doxygen_body_is_kept():
+    """Sphinx's `.. contents::` block lists the page's questions (quoted as an "answer" in
+    the SQLAlchemy FAQ before); Doxygen's <div class="contents"> is the page itself."""
+    sphinx = extract(
+        data=_html(
+            '<div role="main"><h1>Sessions FAQ</h1>'
+            '<div class="contents faq local topic" id="contents"><ul>'
+            '<li><a href="#a">I’m re-loading data with my Session but it isn’t seeing '
+            "changes</a></li><li><a href='#b'>How do I make a Query that always adds a "
+            "filter?</a></li></ul></div>"
+            "<h2>How do I make a Query that always adds a filter?</h2>"
+            "<p>Use the do_orm_execute event hook.</p></div>"
+        ),
+        content_type=HTML,
+    )
+    doxygen = extract(
+        data=_html('<div class="contents"><h1>Class List</h1><p>Here are the classes.</p></div>'),
+        content_type=HTML,
+    )
+
+    assert "re-loading data" not in sphinx.text
+    assert sphinx.text.count("How do I make a Query that always adds a filter?") == 1
+    assert "Use the do_orm_execute event hook." in sphinx.text
+    assert "Here are the classes." in doxygen.text

@@ -94,3 +94,33 @@ async def test_pops_stop_once_no_connection_receives():
     assert layer._pops == {}
     await layer.flush()
     await layer.close_pools()
+
+
+def test_a_pop_left_by_another_event_loop_is_never_taken_over():
+    """The layer outlives an event loop (each test has its own): a pop cancelled with the old
+    loop must not cancel the new loop's receive."""
+    layer = _layer()
+
+    async def leave_a_pop():
+        channel = await layer.new_channel()
+        receiving = asyncio.ensure_future(layer.receive(channel))
+        await asyncio.sleep(0.1)
+        stale = asyncio.get_running_loop().create_future()
+        stale.cancel()
+        layer._pops[layer.non_local_name(channel)] = stale  # as a loop closing leaves it
+        receiving.cancel()
+        await asyncio.gather(receiving, return_exceptions=True)
+        layer._pops[layer.non_local_name(channel)] = stale
+
+    async def receive_in_a_new_loop():
+        channel = await layer.new_channel()
+        receiving = asyncio.ensure_future(layer.receive(channel))
+        await asyncio.sleep(0.05)
+        await layer.send(channel, {"type": "hello"})
+        message = await asyncio.wait_for(receiving, 5)
+        await layer.flush()
+        await layer.close_pools()
+        return message
+
+    asyncio.run(leave_a_pop())
+    assert asyncio.run(receive_in_a_new_loop()) == {"type": "hello"}
