@@ -81,11 +81,15 @@ async def _checkers(turn: Turn, ordered: list) -> tuple[PassageVerifier, Relevan
     )
 
 
-async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generation:
+async def generate(
+    turn: Turn, messages: list[dict], ordered: list, *, probe: bool = False
+) -> Generation:
     """Stream from the gateway; publish each verified sentence; return what happened.
 
     The checkers are built while the model reads its prompt (the first sentence waits for
-    both); the first-words budget covers both."""
+    both); the first-words budget covers both. With `probe` (a background measurement:
+    `shadow_probe`) nothing is published and the stream stops at the first kept sentence —
+    all the yield policy needs — so a probe costs the worker no more than the answer would."""
     setup = asyncio.ensure_future(_checkers(turn, ordered))
     kept: list[tuple[str, int]] = []  # (sentence, passage index in `ordered`, 1-based)
     dropped: list[dict] = []
@@ -118,11 +122,12 @@ async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generatio
                 label = citation_order(kept).index(check.passage_index) + 1
                 if first_delta_ms is None:
                     first_delta_ms = (time.monotonic() - started) * 1000
-                await turn.events.publish(
-                    events.answer_delta(
-                        message_id=turn.reply.pk, text=f"{check.sentence} [{label}] "
+                if not probe:
+                    await turn.events.publish(
+                        events.answer_delta(
+                            message_id=turn.reply.pk, text=f"{check.sentence} [{label}] "
+                        )
                     )
-                )
             else:
                 dropped.append(
                     {"sentence": check.sentence, "reasons": check.reasons, "after": len(kept)}
@@ -147,6 +152,9 @@ async def generate(turn: Turn, messages: list[dict], ordered: list) -> Generatio
                     if len(sentences) > 1:
                         await release(sentences[:-1])
                         buffer = sentences[-1]
+                    if kept and probe:
+                        buffer = ""  # measured: the first words would have been the model's
+                        break
                     if kept:
                         first_sentence_deadline.reschedule(None)  # first words are out
                     if _give_up(kept, dropped, turn.started):
@@ -252,7 +260,6 @@ def warmup_slot(reason: str) -> Iterator[bool]:
 
 # Reasons `inference.yields.should_generate` gives for trying a model it measured useless.
 SHADOW_PROBES = ("probe_interval", "probe_random")
-SHADOW_PROBE_TIMEOUT_S = 30.0
 PROBE, WARMUP = "probe", "warmup"
 _probes: dict[str, set[asyncio.Task]] = {PROBE: set(), WARMUP: set()}
 
@@ -300,47 +307,9 @@ def shadow_probe(turn: Turn, messages: list[dict], ordered: list, *, kind: str =
 
 
 async def _shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
-    """Measure what the real path would have shown: sentences that verify, answer the
-    question (relevance gate) and start within the first-words budget of the turn."""
-    started = time.monotonic()
-    kept = dropped = 0
-    final = None
-    first_text_at = None
+    """Measure what the real path would have shown — the same generation, budget and checks
+    (`generate` records the yield), published nowhere."""
     try:
-        verifier, gate = await _checkers(turn, ordered)
-        text = ""
-        async with asyncio.timeout(SHADOW_PROBE_TIMEOUT_S):
-            stream = gateway.stream_chat(
-                tenant_id=turn.conversation.tenant_id,
-                messages=messages,
-                max_tokens=ANSWER_MAX_TOKENS,
-                role="primary",
-                affinity_key=f"conv:{turn.conversation.pk}",
-            )
-            async with contextlib.aclosing(stream):
-                async for item in stream:
-                    if isinstance(item, gateway.ChatDelta):
-                        if first_text_at is None and item.text.strip():
-                            first_text_at = time.monotonic()
-                        text += item.text
-                    else:
-                        final = item
-        checks = await cpu(verifier.check_many, split_sentences(text))
-        relevant = await cpu(gate.relevant, [c.sentence for c in checks])
-        kept = sum(1 for c, ok in zip(checks, relevant, strict=True) if c.supported and ok)
-        dropped = len(checks) - kept
-        if first_text_at is None or first_text_at - turn.started > first_sentence_budget_s():
-            # Too late for the customer: the real path would have answered extractively.
-            kept, dropped = 0, max(1, len(checks))
-    except (TimeoutError, gateway.InferenceError) as exc:
-        logger.info("shadow probe for message %s ended early: %s", turn.message.pk, exc)
+        await generate(turn, messages, ordered, probe=True)
     except Exception:  # a probe must never disturb anything
         logger.exception("shadow probe for message %s failed", turn.message.pk)
-        return
-    yields.record(
-        model=final.model if final else yields.model_for_role("primary"),
-        worker=final.worker if final else "",
-        kept=kept,
-        dropped=max(dropped, 0 if kept else 1),
-        waited_ms=(time.monotonic() - started) * 1000,
-    )

@@ -21,10 +21,19 @@ def _embed(texts):
     return [v / np.linalg.norm(v) for _ in texts]
 
 
+class _Nowhere:
+    """A probe's turn events: anything it published would fail the test."""
+
+    async def publish(self, event):
+        raise AssertionError(f"a probe published {event}")
+
+
 def _turn(n: int):
     return SimpleNamespace(
         conversation=SimpleNamespace(tenant_id=1, pk=n),
         message=SimpleNamespace(pk=n, text=QUESTION),
+        reply=SimpleNamespace(pk=1000 + n),
+        events=_Nowhere(),
         embedder=_embed,
         started=time.monotonic(),
     )
@@ -78,7 +87,8 @@ async def test_a_probe_due_while_the_last_one_runs_is_skipped(settings, held_str
     await _settle()
     assert generate.shadow_probe_free() is True
     assert len(held_stream.recorded) == 1
-    assert held_stream.recorded[0]["kept"] == 2  # both verbatim sentences verify
+    # The first verbatim sentence verifies: measured, the probe stops there.
+    assert held_stream.recorded[0]["kept"] == 1
     assert held_stream.recorded[0]["model"] == "smollm2-135m"
 
 
@@ -116,7 +126,6 @@ async def test_a_probe_whose_first_words_come_after_the_budget_counts_as_nothing
     await _settle()
 
     assert held_stream.recorded[0]["kept"] == 0
-    assert held_stream.recorded[0]["dropped"] >= 1
 
 
 async def test_warm_up_calls_have_their_own_bound_and_leave_probes_free(settings, held_stream):
@@ -136,7 +145,7 @@ async def test_warm_up_calls_have_their_own_bound_and_leave_probes_free(settings
     assert generate.shadow_probe_free(generate.PROBE) is True
     held_stream.release.set()
     await _settle()
-    assert [r["kept"] for r in held_stream.recorded] == [2, 2]
+    assert [r["kept"] for r in held_stream.recorded] == [1, 1]
 
 
 def test_warming_up_runs_in_the_background_unless_configured_to_wait(settings):
@@ -148,3 +157,32 @@ def test_warming_up_runs_in_the_background_unless_configured_to_wait(settings):
     settings.INFERENCE = {**settings.INFERENCE, "YIELD_WARMUP": "sometimes"}
     with pytest.raises(ValueError, match="INFERENCE_YIELD_WARMUP"):
         generate.probe_kind("warming_up")
+
+
+async def test_a_probe_stops_the_model_at_its_first_kept_sentence(settings, monkeypatch):
+    """A probe costs the worker no more than the answer would have: once a sentence is kept
+    (all the yield policy needs) the stream is closed, not read to its end."""
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0
+    read, closed = [], []
+
+    async def stream_chat(**kwargs):
+        try:
+            for sentence in PASSAGE.split(". "):
+                read.append(sentence)
+                yield gateway.ChatDelta(sentence.rstrip(".") + ". ")
+            for n in range(50):
+                read.append(n)
+                yield gateway.ChatDelta(f"Filler sentence number {n}. ")
+        finally:
+            closed.append(True)
+
+    monkeypatch.setattr(gateway, "stream_chat", stream_chat)
+    recorded = []
+    monkeypatch.setattr(yields, "record", lambda **kw: recorded.append(kw))
+
+    assert generate.shadow_probe(_turn(1), [], [SimpleNamespace(text=PASSAGE)]) is True
+    await _settle()
+
+    assert recorded[0]["kept"] == 1
+    assert closed == [True]
+    assert len(read) < 5, read
