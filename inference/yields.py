@@ -10,7 +10,8 @@ sentences never pass verification only makes the customer wait. This module meas
   as one dropped sentence (the model wrote nothing supportable).
 - `should_generate(model)` -> `(generate, reason)`: skip the model while its answer yield —
   the share of its recent answers in which verification kept a sentence, i.e. the model gave
-  the customer its first words within the budget — is below `yield_threshold`, but keep
+  the customer its first words within the budget, taken at the lower bound of its 95% Wilson
+  interval so a lucky streak of a few samples does not count — is below `yield_threshold`, but keep
   probing (one call every `yield_probe_interval_s`, plus a random `yield_probe_fraction` of
   answers) and resume as soon as the last `yield_recovery_samples` answers each kept one, so
   a better model or worker is noticed. The policy looks at answers, not sentences: a model
@@ -88,6 +89,24 @@ class YieldEstimate:
     answer_yield: float | None  # share of answers with at least one kept sentence
     p50_wait_ms: float | None
     p95_wait_ms: float | None
+    # The answer yield the samples vouch for: the lower bound of its one-sided 95% Wilson
+    # score interval. Ten answers of a model that keeps a sentence in one answer of ten show
+    # 2/10 (20%) a quarter of the time; their lower bound is 6%.
+    answer_yield_low: float | None = None
+
+
+WILSON_Z = 1.645  # one-sided 95%
+
+
+def wilson_lower(successes: int, trials: int, z: float = WILSON_Z) -> float | None:
+    """The lower bound of the Wilson score interval of a proportion (None without trials)."""
+    if trials <= 0:
+        return None
+    p = successes / trials
+    z2 = z * z
+    centre = p + z2 / (2 * trials)
+    margin = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
+    return max(0.0, (centre - margin) / (1 + z2 / trials))
 
 
 def _quantile(values: list[float], q: float) -> float | None:
@@ -101,13 +120,15 @@ def _estimate(model: str, samples: list[YieldSample]) -> YieldEstimate:
     if not samples:
         return YieldEstimate(model, 0, None, None, None, None)
     waits = [s.waited_ms for s in samples]
+    answered = sum(1 for s in samples if s.kept > 0)
     return YieldEstimate(
         model=model,
         samples=len(samples),
         yield_rate=sum(s.kept for s in samples) / sum(s.sentences for s in samples),
-        answer_yield=sum(1 for s in samples if s.kept > 0) / len(samples),
+        answer_yield=answered / len(samples),
         p50_wait_ms=_quantile(waits, 0.5),
         p95_wait_ms=_quantile(waits, 0.95),
+        answer_yield_low=wilson_lower(answered, len(samples)),
     )
 
 
@@ -186,7 +207,7 @@ class YieldBook:
         if len(samples) < cfg.yield_min_samples:
             return True, "warming_up"
         est = _estimate(model, samples)
-        if est.answer_yield is not None and est.answer_yield >= cfg.yield_threshold:
+        if est.answer_yield_low is not None and est.answer_yield_low >= cfg.yield_threshold:
             return True, "yield_ok"
         recent = samples[-cfg.yield_recovery_samples :] if cfg.yield_recovery_samples > 0 else []
         if recent and all(s.kept > 0 for s in recent):
@@ -347,7 +368,7 @@ class YieldBook:
                     "skipping": bool(
                         cfg.yield_policy
                         and est.samples >= cfg.yield_min_samples
-                        and (est.answer_yield or 0.0) < cfg.yield_threshold
+                        and (est.answer_yield_low or 0.0) < cfg.yield_threshold
                     ),
                 }
             )

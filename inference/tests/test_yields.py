@@ -153,6 +153,29 @@ def test_a_model_whose_sentences_sometimes_verify_but_rarely_start_an_answer_is_
     assert b.should_generate("m") == (False, "low_yield")
 
 
+def test_a_lucky_start_of_a_weak_model_does_not_switch_generation_on():
+    """Two answers of ten is 20% observed, but ten samples vouch only for 7% (Wilson lower
+    bound): a model that keeps a sentence in one answer of ten shows 2/10 a quarter of the
+    time, and would then make every customer wait."""
+    b = book()
+    feed(b, 2, kept=1, dropped=2)
+    feed(b, 8, kept=0, dropped=1)
+    est = b.estimate("m")
+    assert est.answer_yield == pytest.approx(0.2)
+    assert est.answer_yield_low == pytest.approx(0.069, abs=0.002)
+    assert b.should_generate("m")[0] is True  # the interval probe
+    assert b.should_generate("m") == (False, "low_yield")
+    feed(b, 20, kept=1, dropped=1)  # then it shows it is good: 22 of 30
+    assert b.should_generate("m") == (True, "yield_ok")
+
+
+def test_wilson_lower_bound():
+    assert yields.wilson_lower(0, 0) is None
+    assert yields.wilson_lower(0, 10) == 0.0
+    assert yields.wilson_lower(10, 10) == pytest.approx(0.787, abs=0.001)
+    assert yields.wilson_lower(5, 10) == pytest.approx(0.269, abs=0.001)
+
+
 def test_a_model_that_starts_every_third_answer_is_still_used():
     b = book()
     for _ in range(10):
