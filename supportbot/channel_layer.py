@@ -7,14 +7,6 @@ orchestrator then sends a turn's events straight to the connection that asked
 (`TurnEvents.publish` sees the lost group send), so a customer's own socket keeps getting its
 answers from PostgreSQL-backed turns; other tabs and agents catch up from the saved history
 when Redis is back (`session.start` with `last_message_id`, the console refetches).
-
-It also never loses a message when a connection closes. All connections of a process share
-one blocking pop (BZPOPMIN) on the process's Redis key, run by whichever `receive` holds
-channels-redis' receive lock; when that connection closes, its `receive` is cancelled, and a
-message for *another* connection that Redis popped in that instant was dropped with it
-(reproduced: 1-2 of 30 tries with a message arriving as the pop was cancelled; seen in the
-chat load as one answer whose `answer.completed` never came). Here the pop runs to its end in
-a task of its own and what it got goes to the waiting connections' buffers.
 """
 
 from __future__ import annotations
@@ -32,14 +24,6 @@ RETRY_S = 1.0
 _ERRORS = (redis.RedisError, OSError)
 
 
-def _reusable(pop: asyncio.Future) -> bool:
-    """A pop another caller can take over: of this event loop (the layer outlives a test's
-    loop), and running or finished with a message (not cancelled, not failed)."""
-    if pop.get_loop() is not asyncio.get_running_loop() or pop.cancelled():
-        return False
-    return not pop.done() or pop.exception() is None
-
-
 class ResilientRedisChannelLayer(RedisChannelLayer):
     """`RedisChannelLayer` whose Redis outages are waited out or skipped, never raised."""
 
@@ -51,47 +35,13 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             ResilientRedisChannelLayer._last_warning = now
             logger.warning("channel layer %s failed (Redis unreachable?): %s", what, exc)
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._pops: dict[str, asyncio.Future] = {}
-
     async def receive(self, channel):
-        try:
-            while True:
-                try:
-                    return await super().receive(channel)
-                except _ERRORS as exc:
-                    self._warn("receive", exc)
-                    await asyncio.sleep(RETRY_S)
-        finally:
-            self._drop_idle_pops()
-
-    async def receive_single(self, channel):
-        """Pop one message off `channel`. A cancelled caller leaves its pop running: the next
-        caller for the same channel (the connection that now holds the receive lock) takes
-        over that pop and its message, instead of starting a second one."""
-        pop = self._pops.get(channel)
-        if pop is None or not _reusable(pop):
-            pop = asyncio.ensure_future(super().receive_single(channel))
-            self._pops[channel] = pop
-        try:
-            result = await asyncio.shield(pop)
-        except asyncio.CancelledError:
-            raise  # the pop goes on (or its result waits) for the next caller
-        except BaseException:
-            if self._pops.get(channel) is pop:
-                del self._pops[channel]
-            raise
-        if self._pops.get(channel) is pop:
-            del self._pops[channel]
-        return result
-
-    def _drop_idle_pops(self) -> None:
-        """No connection receives any more: stop the pops nobody will take over."""
-        if self.receive_count == 0:
-            for pop in self._pops.values():
-                pop.cancel()
-            self._pops.clear()
+        while True:
+            try:
+                return await super().receive(channel)
+            except _ERRORS as exc:
+                self._warn("receive", exc)
+                await asyncio.sleep(RETRY_S)
 
     async def group_add(self, group, channel):
         try:
