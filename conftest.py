@@ -60,6 +60,12 @@ def strict_limits(settings):
     counter or lockout left by an earlier test (a locked 127.0.0.1 would answer 429 first)."""
     from supportbot import ratelimit
 
+    # A busy CI machine can take longer than production's 0.25 s for a Redis call; a timeout
+    # would switch the limiter to its fresh in-process count mid-test (4 of a 3/600 limit
+    # got through once). A dead Redis (the fallback tests) refuses at once either way.
+    settings.RATE_LIMIT_REDIS_TIMEOUT_S = 5.0
+    ratelimit._redis.client = None
+    ratelimit._redis.down_until = 0.0
     client = ratelimit._redis.get()
     if client is not None:
         with contextlib.suppress(redis.RedisError):  # a test pointing at a dead Redis
