@@ -1,7 +1,7 @@
 """Run labelled question sets through the real orchestrator and print their figures side by side.
 
-`manage.py eval_answers` runs every registered set (the demo help center, the Django, Debian
-and SQLAlchemy FAQ development sets and the held-out Python FAQ); `--corpus NAME` picks sets
+`manage.py eval_answers` runs every registered set (the demo help center, the Django, Debian,
+SQLAlchemy and Celery FAQ development sets and the held-out Python FAQ); `--corpus NAME` picks sets
 by name; positional FILE arguments run other eval files.
 """
 
@@ -24,6 +24,8 @@ CORPORA = {
     "dev-debian": Path(settings.BASE_DIR) / "demo" / "dev_debian_faq" / "eval_answers.json",
     # Long entries (several paragraphs with code between them), like the held-out FAQ's.
     "dev-sqlalchemy": Path(settings.BASE_DIR) / "demo" / "dev_sqlalchemy_faq" / "eval_answers.json",
+    # Celery FAQ (mostly short entries, code between paragraphs) + two long user-guide pages.
+    "dev-celery": Path(settings.BASE_DIR) / "demo" / "dev_celery_faq" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
