@@ -27,6 +27,7 @@ DEMO = ROOT / "helpcenter" / "eval_answers.json"
 DEVFAQ = ROOT / "dev_faq" / "eval_answers.json"
 DEVDEBIAN = ROOT / "dev_debian_faq" / "eval_answers.json"
 DEVSQLALCHEMY = ROOT / "dev_sqlalchemy_faq" / "eval_answers.json"
+DEVGIT = ROOT / "dev_git_faq" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -87,8 +88,8 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "path",
-    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY],
-    ids=["python-faq", "demo", "dev-faq", "dev-debian", "dev-sqlalchemy"],
+    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY, DEVGIT],
+    ids=["python-faq", "demo", "dev-faq", "dev-debian", "dev-sqlalchemy", "dev-git"],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):
     """A label that its own document does not hold could never be met: catch typos."""

@@ -24,6 +24,8 @@ CORPORA = {
     "dev-debian": Path(settings.BASE_DIR) / "demo" / "dev_debian_faq" / "eval_answers.json",
     # Long entries (several paragraphs with code between them), like the held-out FAQ's.
     "dev-sqlalchemy": Path(settings.BASE_DIR) / "demo" / "dev_sqlalchemy_faq" / "eval_answers.json",
+    # Not Sphinx: AsciiDoc manual pages (FAQ entries in <dt>/<dd>) and the DocBook user manual.
+    "dev-git": Path(settings.BASE_DIR) / "demo" / "dev_git_faq" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
