@@ -26,6 +26,8 @@ CORPORA = {
     "dev-sqlalchemy": Path(settings.BASE_DIR) / "demo" / "dev_sqlalchemy_faq" / "eval_answers.json",
     # Celery FAQ (mostly short entries, code between paragraphs) + two long user-guide pages.
     "dev-celery": Path(settings.BASE_DIR) / "demo" / "dev_celery_faq" / "eval_answers.json",
+    # Not Sphinx: AsciiDoc manual pages (FAQ entries in <dt>/<dd>) and the DocBook user manual.
+    "dev-git": Path(settings.BASE_DIR) / "demo" / "dev_git_faq" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
