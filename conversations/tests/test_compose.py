@@ -74,7 +74,9 @@ def test_a_sentence_introducing_a_list_starts_the_quote_and_the_list_stays_whole
         "with them show up as import errors the moment a management command or the "
         "development server starts, long before any request is handled, which is why the "
         "message names the environment variable rather than the module you wrote, and why "
-        "reading the traceback from the top rarely helps as much as checking three things."
+        "reading the traceback from the top rarely helps as much as checking three things, "
+        "each of which takes a minute at most and none of which needs a debugger, a second "
+        "terminal or any change to the code you are trying to run."
         "\n\nMake sure that:\n\n"
         "The environment variable DJANGO_SETTINGS_MODULE is set to a fully-qualified module.\n\n"
         "Said module is on sys.path.\n\nThe module doesn't contain syntax errors."
@@ -196,6 +198,44 @@ def test_a_heading_that_asks_the_question_anchors_the_quote_at_its_entrys_lead()
     assert under_question.text.startswith(f"“{lead}")
     assert best in under_question.text
     assert elsewhere.text.startswith(f"“{best}")
+
+
+def test_a_heading_that_means_the_question_in_other_words_anchors_the_quote_at_its_lead():
+    """Customers rarely use the heading's words: the heading's embedding decides too."""
+    lead = "That depends on who you ask, and on where they grew up."
+    filler = " ".join(f"Some say it one way, others another way, case {n}." for n in range(5))
+    best = "Most people say Django is pronounced JANG-oh."
+    after = " ".join(f"Recordings exist, and listeners disagree, sample {n}." for n in range(8))
+    text = f"{lead} {filler} {best} {after}"
+    heading = "Saying the framework's name"
+    asked = "how is django pronounced"
+
+    def embed(texts: list[str]) -> list[np.ndarray]:
+        # The heading and the question mean the same (cosine 1) without sharing a word.
+        return bag_of_words([asked if t == heading else t for t in texts])
+
+    passage = FakePassage(text, heading_path=["FAQ: General", heading])
+    assert compose.heading_similarity(asked, [heading]) == [0.0]
+    assert extractive_draft(query=asked, passages=[passage], embed=embed).text.startswith(
+        f"“{lead}"
+    )
+    unrelated = FakePassage(text, heading_path=["FAQ: General", "Recordings"])
+    assert extractive_draft(query=asked, passages=[unrelated], embed=embed).text.startswith(
+        f"“{best}"
+    )
+
+
+def test_a_best_sentence_that_goes_on_from_the_one_before_is_quoted_with_it():
+    """ "to return you to the branch…" finishes "Finally, run git bisect reset" (a command
+    splits the sentence): the quote starts at the sentence it continues."""
+    before = " ".join(f"Keep testing the commit it gives you, step {n}." for n in range(6))
+    command = "Finally, run git bisect reset"
+    rest = "to return you to the branch you were on before bisecting started."
+    after = " ".join(f"The suggested version is only a hint, note {n}." for n in range(8))
+    text = f"{before}\n\n{command}\n\n{rest} {after}"
+    win = compose.compose("how do i return to the branch i was on before", text, embed=bag_of_words)
+    assert win.quote.startswith(command)
+    assert rest in win.quote
 
 
 # --------------------------------------------------------------------------- long entries
@@ -385,40 +425,6 @@ def test_every_sentence_is_embedded_at_most_once_per_turn_across_overlapping_chu
     assert seen
     assert len(seen) == len(set(seen))
     assert embedder.computed == len(seen)
-
-
-def test_only_an_entry_spanning_several_candidates_gets_the_longer_first_quote():
-    sentences = " ".join(
-        f"Detail {n} of the reconnect behaviour is explained here." for n in range(30)
-    )
-    heading = ["FAQ: Connections", "Why does my connection drop?"]
-
-    def part(n: int, section: list[str]) -> FakePassage:
-        return FakePassage(
-            sentences,
-            evidence=0.9 - n / 100,
-            chunk_id=n,
-            document_id=n if section is not heading else 1,
-            heading_path=section,
-            span=(n * 10_000, n * 10_000 + len(sentences)),
-        )
-
-    query = "reconnect behaviour detail"
-    long_entry = [part(n, heading) for n in range(1, 4)]
-    short_entries = [part(n, ["FAQ", f"Question {n}"]) for n in range(1, 4)]
-    long_words = len(
-        extractive_draft(query=query, passages=long_entry, embed=bag_of_words)
-        .text.split("”")[0]
-        .split()
-    )
-    short_words = len(
-        extractive_draft(query=query, passages=short_entries, embed=bag_of_words)
-        .text.split("”")[0]
-        .split()
-    )
-    assert compose.MIN_WORDS <= short_words <= compose.MAX_WORDS
-    assert compose.LONG_MIN_WORDS <= long_words <= compose.LONG_MAX_WORDS
-    assert long_words > short_words
 
 
 def test_the_passages_a_reply_quotes_are_embedded_in_one_model_call():
