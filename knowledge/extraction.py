@@ -106,9 +106,24 @@ class Block:
 
 _SPACES = re.compile(r"\s+")
 _LINE_SPACES = re.compile(r"[^\S\n]+")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?)])")
-# C0 controls other than tab/newline/CR (PostgreSQL text cannot hold NUL) and U+FFFD.
-_CONTROL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 32), 127, 0xFFFD])
+# What an extractor puts where it joins pieces of text itself (the edge of an HTML block
+# element or a <br>, between two PDF text runs), as opposed to whitespace the source has.
+# `Extracted.add` turns it into a space, or drops it before punctuation (below). A C0
+# control (and whitespace to `\s`), so the text never keeps one.
+_JOIN = "\x1f"
+# A run of whitespace, and the token after it when that is punctuation only ("." "," ")."):
+# there a space we inserted goes ("word" + "." from two PDF runs is "word."). A space the
+# source has stays ("git add .", "given . as", "SQLite :memory:"), and so does any space
+# before a token that merely starts with punctuation (".gitconfig", "./configure", "../a").
+_GAP = re.compile(r"\s+(?=([.,;:!?)]+(?:\s|$))?)")
+# C0 controls other than tab/newline/CR (PostgreSQL text cannot hold NUL) and U+FFFD; _JOIN
+# is left to `Extracted.add`.
+_CONTROL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 31), 127, 0xFFFD])
+
+
+def _gap(match: re.Match) -> str:
+    """One space for a run of whitespace; none where we joined text before punctuation."""
+    return "" if match.group(1) is not None and _JOIN in match.group() else " "
 
 
 class Extracted:
@@ -131,16 +146,20 @@ class Extracted:
     def add(self, text: str, level: int = 0, *, keep_lines: bool = False) -> None:
         """Append a block (whitespace collapsed), separated from the previous by a blank line.
 
+        `text` may hold `_JOIN` where the extractor joined pieces: a space, or nothing before
+        punctuation. Whitespace of the source stays (one space for a run of it).
+
         With `keep_lines` (preformatted code) each line is collapsed on its own and the line
         breaks stay. Raise ExtractionError when the text would pass the character limit or
         the deadline has passed."""
         self.limits.check_time()
         text = text.translate(_CONTROL)
         if keep_lines:
-            lines = (_LINE_SPACES.sub(" ", line).strip() for line in text.splitlines())
+            lines = text.replace(_JOIN, " ").splitlines()
+            lines = (_LINE_SPACES.sub(" ", line).strip() for line in lines)
             text = "\n".join(line for line in lines if line)
         else:
-            text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", text)).strip()
+            text = _GAP.sub(_gap, text).strip()
         if not text:
             return
         separator = "\n\n" if self._length else ""
@@ -329,7 +348,8 @@ def _pdf_blocks(lines: list[tuple[str, float, float]], limits: Limits) -> Extrac
 
 
 def _join_lines(lines: list[str]) -> str:
-    """Join a paragraph's lines with spaces, undoing hyphenated line breaks (linear)."""
+    """Join a paragraph's lines (text runs) with `_JOIN`, undoing hyphenated line breaks
+    (linear)."""
     parts: list[str] = []
     tail = ""  # the last two characters joined so far
     for line in lines:
@@ -337,7 +357,7 @@ def _join_lines(lines: list[str]) -> str:
             parts[-1] = parts[-1][:-1]  # undo a hyphenated line break
             tail = (tail[:-1] + line)[-2:]
         elif parts:
-            parts.append(" ")
+            parts.append(_JOIN)
             tail = (tail + " " + line)[-2:]
         else:
             tail = line[-2:]
@@ -421,7 +441,7 @@ _HTML_BREAKING = {
 
 def _html_text(element, limits: Limits) -> str:
     """The element's visible text as a browser lays it out: inline strings joined as they
-    are ("<code>os</code>.remove" stays "os.remove"), a space where a block element starts
+    are ("<code>os</code>.remove" stays "os.remove"), `_JOIN` where a block element starts
     or ends (no recursion). Line breaks are kept for `keep_lines` callers."""
     strings: list[str] = []
     stack: list = [element]
@@ -435,8 +455,8 @@ def _html_text(element, limits: Limits) -> str:
             continue
         seen += 1
         if item is not element and item.tag in _HTML_BREAKING:
-            strings.append("\n" if item.tag == "br" else " ")
-            stack.append(" ")
+            strings.append("\n" if item.tag == "br" else _JOIN)
+            stack.append(_JOIN)
         _push_children(stack, item)
         if seen % _HTML_CHECK_EVERY == 0:
             limits.check_time()
@@ -534,7 +554,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             text = " | ".join(texts) if cells else _html_text(item, limits)
             entries.append((text, -1 if name == "pre" else 0))
         elif name == "br":
-            inline.append(" ")
+            inline.append(_JOIN)
         elif name in _HTML_CONTAINERS:
             flush()
             stack.append(flush_marker)

@@ -150,3 +150,51 @@ def test_a_docutils_table_of_contents_is_dropped_but_a_doxygen_body_is_kept():
     assert sphinx.text.count("How do I make a Query that always adds a filter?") == 1
     assert "Use the do_orm_execute event hook." in sphinx.text
     assert "Here are the classes." in doxygen.text
+
+
+# AsciiDoc (gitfaq, giteveryday, gitworkflows) and DocBook (the Git User Manual) pages:
+# demo/dev_git_faq. The snippets below are cut from those pages.
+
+
+def _asciidoc(body: str) -> bytes:
+    return _html(f'<div id="content"><h1>gitfaq(7) Manual Page</h1>{body}</div>')
+
+
+def test_a_space_before_a_token_that_starts_with_a_dot_is_kept():
+    result = extract(
+        data=_html(
+            "<p>Which will add the following to a file named <code class='literal'>.gitconfig"
+            "</code> in your home directory:</p>"
+            "<p>e.g. they make <code class='literal'>git add .</code> practically useless.</p>"
+            "<p>The <code class='literal'>git pull</code> command can also be given "
+            "<code class='literal'>.</code> as the \"remote\" repository.</p>"
+            "<p>register the public key (in this case, <code>~/.ssh/id_committer.pub</code>; "
+            "note the <code>.pub</code>) with the hosting provider.</p>"
+            "<p>You can check it by running <code class='literal'>git ls-remote ../a</code>.</p>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks[1:]] == [
+        "Which will add the following to a file named .gitconfig in your home directory:",
+        "e.g. they make git add . practically useless.",
+        'The git pull command can also be given . as the "remote" repository.',
+        "register the public key (in this case, ~/.ssh/id_committer.pub; note the .pub) with "
+        "the hosting provider.",
+        "You can check it by running git ls-remote ../a.",
+    ]
+
+
+def test_spaces_the_source_puts_before_punctuation_stay():
+    """A browser shows them, and in prose about commands they are often part of one."""
+    result = extract(
+        data=_html(
+            "<p>If using a SQLite <code>:memory:</code> database, buy one which does :)</p>"
+            "<p>Wildcards in the pattern such as <code>*</code> or <code>?</code> are literal."
+            "</p>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks[1:]] == [
+        "If using a SQLite :memory: database, buy one which does :)",
+        "Wildcards in the pattern such as * or ? are literal.",
+    ]
