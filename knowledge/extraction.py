@@ -385,7 +385,11 @@ _HTML_DROP = [
     "select",
     "input",
 ]
-_HTML_BLOCKS = {"p", "li", "dt", "dd", "pre", "blockquote", "figcaption", "caption", "tr"}
+_HTML_BLOCKS = {"p", "dt", "pre", "figcaption", "caption", "tr"}
+# Elements that hold inline text (then they are one block) or blocks of their own, which stay
+# apart: the paragraphs and listings of an AsciiDoc or DocBook <dd> or <li>.
+_HTML_FLOW = {"li", "dd", "blockquote"}
+_HTML_BLOCK_CHILDREN = {"p", "div", "pre", "ul", "ol", "dl", "table", "blockquote", "section"}
 _HTML_HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _CHROME = re.compile(
     r"\b(nav|navbar|menu|breadcrumbs?|cookie|footer|sidebar|sphinxsidebar|skip-link|headerlink)\b",
@@ -463,14 +467,64 @@ def _html_text(element, limits: Limits) -> str:
     return "".join(strings)
 
 
-def _push_children(stack: list, element) -> None:
-    """Push the element's text and children (each followed by its tail) in reverse order."""
+def _push_children(stack: list, element, wrap=None) -> None:
+    """Push the element's text and children (each followed by its tail) in reverse order;
+    `wrap(child)` gives the items read in a child's place (in reading order)."""
     for child in reversed(element):
         if child.tail:
             stack.append(child.tail)
-        stack.append(child)
+        if wrap is None:
+            stack.append(child)
+        else:
+            stack.extend(reversed(wrap(child)))
     if element.text and isinstance(element.tag, str):
         stack.append(element.text)
+
+
+@dataclass(frozen=True)
+class _Label:
+    """Put `text` before the next paragraph read ("" clears it): "Note: ", "<1> "."""
+
+    text: str
+
+
+def _blocks(element) -> int:
+    return sum(
+        1
+        for c in element
+        if isinstance(c.tag, str) and c.tag in _HTML_BLOCK_CHILDREN and not _html_dropped(c)
+    )
+
+
+_CALLOUT = re.compile(r"\s*<(\d+)>")
+
+
+def _callout_labels(ol, limits: Limits) -> dict:
+    """The items of an AsciiDoc callout list (<div class="colist"><ol>) and what goes before
+    each: its number and the listing line that carries the number, "<2> $ git branch
+    --no-merged master — ", so an explanation reads with its command. Only the list that
+    opens its <div> reads the listing before it: each listing is read once more at most."""
+    parent = ol.getparent()
+    if parent is None or "colist" not in (parent.get("class") or "").split():
+        return {}
+    if next((c for c in parent if isinstance(c.tag, str)), None) is not ol:
+        return {}
+    commands: dict[str, str] = {}
+    listing = parent.getprevious()
+    while listing is not None and not isinstance(listing.tag, str):
+        listing = listing.getprevious()
+    pre = listing.find(".//pre") if listing is not None else None
+    if pre is not None:
+        for line in _html_text(pre, limits).splitlines():
+            command = _SPACES.sub(" ", _CALLOUT.sub("", line)).strip()
+            for number in _CALLOUT.findall(line):
+                commands.setdefault(number, command)
+    items = [c for c in ol if c.tag == "li"]
+    labels = {}
+    for n, item in enumerate(items, start=1):
+        command = commands.get(str(n))
+        labels[item] = f"<{n}> {command} — " if command else f"<{n}> "
+    return labels
 
 
 def _html_root(document):
@@ -492,8 +546,12 @@ def _html_root(document):
 def _extract_html(html: str, limits: Limits) -> Extracted:
     """Headings and blocks of the main content, in document order.
 
+    <li>, <dd> and <blockquote> holding paragraphs or listings keep them apart; a callout's
+    number (and command) opens its paragraph.
+
     Parsed by libxml2 (lxml), which builds at most HTML_MAX_DEPTH levels; deeper nesting fails
-    the document. The tree is walked with an explicit stack, each node visited once."""
+    the document. The tree is walked with an explicit stack, each node visited once (a
+    callout list's listing is read once more before)."""
     parser = etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
     # XHTML (DocBook, many generators) opens with an XML declaration naming its encoding,
     # which lxml refuses on text that is already decoded.
@@ -516,10 +574,20 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     entries: list[tuple[str, int]] = []  # (text, level); level -1: preformatted
     inline: list[str] = []
     has_h1 = False
+    label = ""  # put before the next paragraph
+
+    def add(text: str, level: int) -> None:
+        nonlocal label
+        if label and level == 0:
+            text = label + text
+        elif label:  # a listing or heading comes first: the label is a paragraph of its own
+            entries.append((label.rstrip(" :—"), 0))
+        label = ""
+        entries.append((text, level))
 
     def flush() -> None:
         if "".join(inline).strip():
-            entries.append(("".join(inline), 0))
+            add("".join(inline), 0)
         inline.clear()
 
     flush_marker = object()
@@ -534,6 +602,10 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         if isinstance(item, str):
             inline.append(item)
             continue
+        if isinstance(item, _Label):
+            flush()
+            label = item.text
+            continue
         visited += 1
         if visited % _HTML_CHECK_EVERY == 0:
             limits.check_time()
@@ -543,8 +615,12 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         if name in _HTML_HEADINGS:
             has_h1 = has_h1 or name == "h1"
             flush()
-            entries.append((_html_text(item, limits), _HTML_HEADINGS[name]))
-        elif name in _HTML_BLOCKS:
+            add(_html_text(item, limits), _HTML_HEADINGS[name])
+        elif name in _HTML_FLOW and _blocks(item):
+            flush()
+            stack.append(flush_marker)
+            _push_children(stack, item)
+        elif name in _HTML_BLOCKS or name in _HTML_FLOW:
             has_h1 = has_h1 or any(True for _ in item.iter("h1"))
             flush()
             cells = _html_cells(item) if name == "tr" else []
@@ -552,13 +628,21 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             if cells and not any(texts):
                 continue  # a row of empty cells (layout tables of navigation bars)
             text = " | ".join(texts) if cells else _html_text(item, limits)
-            entries.append((text, -1 if name == "pre" else 0))
+            add(text, -1 if name == "pre" else 0)
         elif name == "br":
             inline.append(_JOIN)
         elif name in _HTML_CONTAINERS:
             flush()
             stack.append(flush_marker)
-            _push_children(stack, item)
+            callouts = _callout_labels(item, limits) if name == "ol" else {}
+            if callouts:
+                _push_children(
+                    stack,
+                    item,
+                    lambda c, n=callouts: [_Label(n[c]), c, _Label("")] if c in n else [c],
+                )
+            else:
+                _push_children(stack, item)
         else:
             _push_children(stack, item)
     flush()

@@ -198,3 +198,118 @@ def test_spaces_the_source_puts_before_punctuation_stay():
         "If using a SQLite :memory: database, buy one which does :)",
         "Wildcards in the pattern such as * or ? are literal.",
     ]
+
+
+GITFAQ_CONFIGURATION = """
+<div class="sect1"><h2 id="_configuration">Configuration</h2><div class="sectionbody">
+<div class="dlist" id="user-name"><dl>
+<dt class="hdlist1">
+What should I put in <code>user.name</code>?
+</dt>
+<dd>
+<p>
+        You should put your personal name, generally a form using a given name
+        and family name.  For example, the current maintainer of Git uses "Junio C Hamano".
+</p>
+</dd>
+<dt class="hdlist1" id="configure-editor">
+How do I configure a different editor?
+</dt>
+<dd>
+<p>
+        If you haven&#8217;t specified an editor specifically for Git, it will by default
+        use the editor you&#8217;ve configured using the <code>VISUAL</code> or <code>EDITOR</code>
+        environment variables.
+</p>
+<div class="paragraph"><p>If you want to configure a general editor for most programs which
+need one, you can edit your shell configuration (e.g., <code>~/.bashrc</code> or
+<code>~/.zshenv</code>). For example, if you prefer the editor <code>nano</code>, then you
+could write the following:</p></div>
+<div class="listingblock">
+<div class="content">
+<pre><code>export VISUAL=nano</code></pre>
+</div></div>
+<div class="paragraph"><p>If you want to configure an editor specifically for Git, you can
+either set the <code>core.editor</code> configuration value or the <code>GIT_EDITOR</code>
+environment variable.</p></div>
+</dd>
+</dl></div>
+</div></div>
+<div class="sect1"><h2 id="_common_issues">Common Issues</h2><div class="sectionbody">
+<div class="dlist" id="always-modified"><dl>
+<dt class="hdlist1">
+Why do I have a file that&#8217;s always modified?
+</dt>
+<dd>
+<div class="paragraph" id="always-modified-files-case"><p>It&#8217;s best to remove one of the
+files such that you only have one file.  You can do this with commands like the following
+(assuming two files <code>AFile.txt</code> and <code>afile.txt</code>):</p></div>
+<div class="listingblock">
+<div class="content">
+<pre><code>$ git rm --cached AFile.txt
+$ git commit -m 'Remove files conflicting in case'
+$ git checkout .</code></pre>
+</div></div>
+<div class="paragraph"><p>This avoids touching the disk, but removes the additional file.</p></div>
+</dd>
+</dl></div>
+</div></div>
+"""
+
+
+def test_paragraphs_and_listings_inside_a_definition_stay_separate_blocks():
+    result = extract(data=_asciidoc(GITFAQ_CONFIGURATION), content_type=HTML)
+    texts = [b.text for b in result.blocks]
+    assert "export VISUAL=nano" in texts
+    assert (
+        "$ git rm --cached AFile.txt\n$ git commit -m 'Remove files conflicting in case'\n"
+        "$ git checkout ."
+    ) in texts
+    assert "This avoids touching the disk, but removes the additional file." in texts
+    assert any(
+        t.startswith("If you want to configure an editor specifically for Git") for t in texts
+    )
+
+
+GITEVERYDAY_EXAMPLE = """
+<h3 id="_examples">Examples</h3>
+<div class="dlist"><dl>
+<dt class="hdlist1">
+Use a tarball as a starting point for a new repository.
+</dt>
+<dd>
+<div class="listingblock">
+<div class="content">
+<pre><code>$ tar zxf frotz.tar.gz
+$ cd frotz
+$ git init
+$ git add . <b>&lt;1&gt;</b>
+$ git commit -m "import of frotz source tree."
+$ git tag v2.43 <b>&lt;2&gt;</b></code></pre>
+</div></div>
+<div class="colist arabic"><ol>
+<li>
+<p>
+add everything under the current directory.
+</p>
+</li>
+<li>
+<p>
+make a lightweight, unannotated tag.
+</p>
+</li>
+</ol></div>
+</dd>
+</dl></div>
+"""
+
+
+def test_a_listing_stays_a_code_block_and_each_callout_an_item_with_its_command():
+    """giteveryday's examples: commands marked <1>, <2> and a numbered list explaining them."""
+    result = extract(data=_asciidoc(GITEVERYDAY_EXAMPLE), content_type=HTML)
+    assert [b.text for b in result.blocks if not b.level][-3:] == [
+        "$ tar zxf frotz.tar.gz\n$ cd frotz\n$ git init\n$ git add . <1>\n"
+        '$ git commit -m "import of frotz source tree."\n$ git tag v2.43 <2>',
+        "<1> $ git add . — add everything under the current directory.",
+        "<2> $ git tag v2.43 — make a lightweight, unannotated tag.",
+    ]
