@@ -83,7 +83,8 @@ def chunk_document(
         if block.level:
             emit(carry=False)
             headings[:] = [h for h in headings if h[0] < block.level]
-            headings.append((block.level, block.text))
+            if block.text:  # an empty heading only ends the sections of its level
+                headings.append((block.level, block.text))
             continue
         for unit in _units(text, block.start, block.end, max_tokens):
             if units and unit_tokens + unit.tokens > max_tokens:

@@ -99,7 +99,10 @@ class Limits:
 @dataclass(frozen=True)
 class Block:
     text: str
-    level: int  # 0 for body text, 1-6 for headings
+    # 0 for body text, 1-6 for headings; a heading without text ends the sections of its
+    # level and deeper (what follows belongs to the section above: text after a <dl> whose
+    # terms were headings).
+    level: int
     start: int
     end: int
 
@@ -176,6 +179,10 @@ class Extracted:
         self._length = end
         self._text = None
         self.blocks.append(Block(text=text, level=level, start=start, end=end))
+
+    def end_sections(self, level: int) -> None:
+        """End the sections of `level` and deeper (an empty heading block, no text)."""
+        self.blocks.append(Block(text="", level=level, start=self._length, end=self._length))
 
 
 def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | None:
@@ -390,6 +397,16 @@ _HTML_BLOCKS = {"p", "dt", "pre", "figcaption", "caption", "tr"}
 # apart: the paragraphs and listings of an AsciiDoc or DocBook <dd> or <li>.
 _HTML_FLOW = {"li", "dd", "blockquote"}
 _HTML_BLOCK_CHILDREN = {"p", "div", "pre", "ul", "ol", "dl", "table", "blockquote", "section"}
+# A labelled list (<dl>) most of whose terms ask a question or head a definition of two
+# blocks or more (paragraphs, listings) is a list of sections, each term a heading one level
+# below the enclosing one: the gitfaq questions, giteveryday's examples. Other lists stay
+# body text: a glossary, and terms defined in one paragraph however long (counting 40 words
+# as long made the Debian FAQ's "Freedom:" ... six sections, whose chunks then outranked
+# the entry on how to pronounce Debian). Deciding per list keeps a short term from being
+# filed under the long one before it.
+# Admonition boxes whose title is a heading (DocBook: <div class="note"><h3>Note</h3>): the
+# title labels the box's first paragraph ("Note: ...") and heads no section.
+_ADMONITIONS = {"note", "tip", "warning", "important", "caution"}
 _HTML_HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _CHROME = re.compile(
     r"\b(nav|navbar|menu|breadcrumbs?|cookie|footer|sidebar|sphinxsidebar|skip-link|headerlink)\b",
@@ -488,12 +505,50 @@ class _Label:
     text: str
 
 
+@dataclass(frozen=True)
+class _Term:
+    """A <dt> that heads its definition as a section of `level`."""
+
+    element: object
+    level: int
+
+
+@dataclass(frozen=True)
+class _EndSections:
+    """The end of a list of sections: what follows belongs to the section above `level`."""
+
+    level: int
+
+
+def _dl_is_sections(dl, limits: Limits) -> bool:
+    """Whether most terms of the list ask a question or head a definition of two blocks."""
+    entries = heads = 0
+    term = None
+    for child in dl:
+        if child.tag == "dt":
+            term = child
+        elif child.tag == "dd" and term is not None:
+            entries += 1
+            question = _SPACES.sub(" ", _html_text(term, limits)).strip().endswith("?")
+            heads += question or _blocks(child) >= 2
+            term = None
+    return heads * 2 > entries
+
+
 def _blocks(element) -> int:
     return sum(
         1
         for c in element
         if isinstance(c.tag, str) and c.tag in _HTML_BLOCK_CHILDREN and not _html_dropped(c)
     )
+
+
+def _admonition_title(div):
+    """The heading that titles an admonition box, or None."""
+    if _ADMONITIONS.isdisjoint((div.get("class") or "").split()):
+        return None
+    first = next((c for c in div if isinstance(c.tag, str)), None)
+    return first if first is not None and first.tag in _HTML_HEADINGS else None
 
 
 _CALLOUT = re.compile(r"\s*<(\d+)>")
@@ -546,12 +601,13 @@ def _html_root(document):
 def _extract_html(html: str, limits: Limits) -> Extracted:
     """Headings and blocks of the main content, in document order.
 
-    <li>, <dd> and <blockquote> holding paragraphs or listings keep them apart; a callout's
-    number (and command) opens its paragraph.
+    A <dt> of a list of sections (`_dl_is_sections`) is a heading, and the list's end ends
+    its sections; <li>, <dd> and <blockquote> holding paragraphs or listings keep them apart;
+    an admonition's title and a callout's number (and command) open its first paragraph.
 
     Parsed by libxml2 (lxml), which builds at most HTML_MAX_DEPTH levels; deeper nesting fails
     the document. The tree is walked with an explicit stack, each node visited once (a
-    callout list's listing is read once more before)."""
+    list's terms and a callout list's listing are read once more before)."""
     parser = etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
     # XHTML (DocBook, many generators) opens with an XML declaration naming its encoding,
     # which lxml refuses on text that is already decoded.
@@ -571,10 +627,12 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     root = _html_root(document)
     title_element = document.find("head/title")
     title = _html_text(title_element, limits) if title_element is not None else ""
-    entries: list[tuple[str, int]] = []  # (text, level); level -1: preformatted
+    # (text, level); level -1: preformatted; (None, level): the end of a list's sections
+    entries: list[tuple[str | None, int]] = []
     inline: list[str] = []
     has_h1 = False
     label = ""  # put before the next paragraph
+    section = 0  # the level of the section being read
 
     def add(text: str, level: int) -> None:
         nonlocal label
@@ -606,6 +664,16 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             flush()
             label = item.text
             continue
+        if isinstance(item, _EndSections):
+            flush()
+            entries.append((None, item.level))
+            section = item.level - 1
+            continue
+        if isinstance(item, _Term):
+            flush()
+            add(_html_text(item.element, limits), item.level)
+            section = item.level
+            continue
         visited += 1
         if visited % _HTML_CHECK_EVERY == 0:
             limits.check_time()
@@ -616,6 +684,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             has_h1 = has_h1 or name == "h1"
             flush()
             add(_html_text(item, limits), _HTML_HEADINGS[name])
+            section = _HTML_HEADINGS[name]
         elif name in _HTML_FLOW and _blocks(item):
             flush()
             stack.append(flush_marker)
@@ -631,11 +700,24 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             add(text, -1 if name == "pre" else 0)
         elif name == "br":
             inline.append(_JOIN)
+        elif name == "dl" and _dl_is_sections(item, limits):
+            flush()
+            level = min(max(section, 1) + 1, 6)
+            stack.append(_EndSections(level))
+            _push_children(
+                stack, item, lambda c, level=level: [_Term(c, level) if c.tag == "dt" else c]
+            )
         elif name in _HTML_CONTAINERS:
             flush()
             stack.append(flush_marker)
+            box_title = _admonition_title(item) if name == "div" else None
             callouts = _callout_labels(item, limits) if name == "ol" else {}
-            if callouts:
+            if box_title is not None:
+                stack.append(_Label(""))
+                _push_children(stack, item, lambda c, t=box_title: [] if c is t else [c])
+                heading = _SPACES.sub(" ", _html_text(box_title, limits)).strip()
+                stack.append(_Label(f"{heading}: " if heading else ""))
+            elif callouts:
                 _push_children(
                     stack,
                     item,
@@ -652,7 +734,11 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         following = entries[i + 1][1] if i + 1 < len(entries) else 0
         if level > 0 and 0 < following <= level:
             continue  # a heading over nothing (a site title above the page's own h1)
-        result.add(text, level=max(level, 0), keep_lines=level < 0)
+        if text is None:
+            if i + 1 < len(entries):  # text follows the list of sections
+                result.end_sections(level)
+        else:
+            result.add(text, level=max(level, 0), keep_lines=level < 0)
     return result
 
 

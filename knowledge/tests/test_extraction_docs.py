@@ -3,6 +3,7 @@ code blocks with their lines, no permalink marks, the role="main" region only.""
 
 from pathlib import Path
 
+from knowledge.chunking import chunk_document
 from knowledge.extraction import HTML, extract
 
 DEV_FAQ = Path(__file__).resolve().parents[2] / "demo" / "dev_faq" / "pages"
@@ -257,6 +258,25 @@ $ git checkout .</code></pre>
 """
 
 
+def test_faq_questions_in_a_labelled_list_head_their_answers():
+    """gitfaq's questions are the <dt> terms of a labelled list under six <h2> headings:
+    each becomes a heading one level below the <h2>, so every entry is its own section."""
+    result = extract(data=_asciidoc(GITFAQ_CONFIGURATION), content_type=HTML)
+    headings = [(b.level, b.text) for b in result.blocks if b.level]
+    assert headings == [
+        (1, "gitfaq(7) Manual Page"),
+        (2, "Configuration"),
+        (3, "What should I put in user.name?"),
+        (3, "How do I configure a different editor?"),
+        (2, "Common Issues"),
+        (3, "Why do I have a file that’s always modified?"),
+    ]
+    chunks = chunk_document(result)
+    editor = [c for c in chunks if c.heading_path[-1] == "How do I configure a different editor?"]
+    assert editor
+    assert all("Junio" not in c.text and "AFile" not in c.text for c in editor)
+
+
 def test_paragraphs_and_listings_inside_a_definition_stay_separate_blocks():
     result = extract(data=_asciidoc(GITFAQ_CONFIGURATION), content_type=HTML)
     texts = [b.text for b in result.blocks]
@@ -269,6 +289,71 @@ def test_paragraphs_and_listings_inside_a_definition_stay_separate_blocks():
     assert any(
         t.startswith("If you want to configure an editor specifically for Git") for t in texts
     )
+
+
+def test_a_glossary_of_one_paragraph_definitions_stays_body_text():
+    result = extract(
+        data=_html(
+            "<h1>Glossary</h1><div class='glossary'><dl>"
+            "<dt>blob object</dt><dd><p>Untyped object, e.g. the contents of a file.</p></dd>"
+            "<dt>cache</dt><dd><p>Obsolete for: index.</p></dd>"
+            "<dt>bare repository</dt><dd><p>A bare repository is normally an appropriately named "
+            "directory with a .git suffix that does not have a locally checked-out copy of any "
+            "of the files under revision control. That is, all of the Git administrative and "
+            "control files that would normally be present in the hidden .git sub-directory "
+            "are directly present in the repository.git directory instead, and no other files "
+            "are present and checked out.</p></dd>"
+            '<dt>changeset</dt><dd><p>BitKeeper/cvsps speak for "commit". Since Git does not '
+            "store changes, but states, it really does not make sense to use the term "
+            '"changesets" with Git.</p></dd></dl></div>'
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Glossary"),
+        (0, "blob object"),
+        (0, "Untyped object, e.g. the contents of a file."),
+        (0, "cache"),
+        (0, "Obsolete for: index."),
+        (0, "bare repository"),
+        (
+            0,
+            "A bare repository is normally an appropriately named directory with a .git suffix "
+            "that does not have a locally checked-out copy of any of the files under revision "
+            "control. That is, all of the Git administrative and control files that would "
+            "normally be present in the hidden .git sub-directory are directly present in the "
+            "repository.git directory instead, and no other files are present and checked out.",
+        ),
+        (0, "changeset"),
+        (
+            0,
+            'BitKeeper/cvsps speak for "commit". Since Git does not store changes, but states, '
+            'it really does not make sense to use the term "changesets" with Git.',
+        ),
+    ]
+
+
+def test_text_after_a_list_of_entries_returns_to_the_enclosing_section():
+    result = extract(
+        data=_asciidoc(
+            "<h2>Examples</h2><div class='dlist'><dl>"
+            "<dt>Use a tarball as a starting point for a new repository.</dt>"
+            "<dd><div class='listingblock'><pre><code>$ tar zxf frotz.tar.gz\n$ git init"
+            "</code></pre></div><div class='paragraph'><p>Then add the files.</p></div></dd>"
+            "</dl></div><div class='paragraph'><p>An alternate participant submission mechanism "
+            "is using the git request-pull mechanism.</p></div>"
+        ),
+        content_type=HTML,
+    )
+    paths = {c.text: c.heading_path for c in chunk_document(result)}
+    assert paths["$ tar zxf frotz.tar.gz\n$ git init\n\nThen add the files."] == [
+        "gitfaq(7) Manual Page",
+        "Examples",
+        "Use a tarball as a starting point for a new repository.",
+    ]
+    assert paths[
+        "An alternate participant submission mechanism is using the git request-pull mechanism."
+    ] == ["gitfaq(7) Manual Page", "Examples"]
 
 
 GITEVERYDAY_EXAMPLE = """
@@ -312,4 +397,25 @@ def test_a_listing_stays_a_code_block_and_each_callout_an_item_with_its_command(
         '$ git commit -m "import of frotz source tree."\n$ git tag v2.43 <2>',
         "<1> $ git add . — add everything under the current directory.",
         "<2> $ git tag v2.43 — make a lightweight, unannotated tag.",
+    ]
+
+
+def test_a_docbook_note_is_a_labelled_paragraph_not_a_heading_for_what_follows():
+    result = extract(
+        data=_html(
+            '<div class="section"><h2 class="title">Submodules</h2>'
+            "<pre class='screen'>$ git submodule add ~/git/$i $i</pre>"
+            '<div class="note" style="margin-left: 0.5in; margin-right: 0.5in;">'
+            '<h3 class="title">Note</h3><p>Do not use local URLs here if you plan to publish '
+            "your superproject!</p></div><p>See what files <code class='literal'>git "
+            "submodule</code> created:</p></div>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Page"),
+        (2, "Submodules"),
+        (0, "$ git submodule add ~/git/$i $i"),
+        (0, "Note: Do not use local URLs here if you plan to publish your superproject!"),
+        (0, "See what files git submodule created:"),
     ]
