@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from knowledge.extraction import Extracted
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
-SENTENCE_RE = re.compile(r"[^.!?]+(?:[.!?]+[\"')\]]*|$)\s*")
+# A sentence ends at ".", "!" or "?" (and closing quotes or brackets) followed by whitespace
+# or the end of the block; a "." inside a token (core.editor, HTTP/1.1, *.c, 2.39) ends none.
+# The lookbehind starts a match at the first mark of a run only, which keeps the scan linear.
+SENTENCE_END_RE = re.compile(r"(?<![.!?])[.!?]++[\"')\]]*+(?=\s|\Z)")
 DEFAULT_MAX_TOKENS = 200
 DEFAULT_OVERLAP = 0.15
 
@@ -80,7 +83,8 @@ def chunk_document(
         if block.level:
             emit(carry=False)
             headings[:] = [h for h in headings if h[0] < block.level]
-            headings.append((block.level, block.text))
+            if block.text:  # an empty heading only ends the sections of its level
+                headings.append((block.level, block.text))
             continue
         for unit in _units(text, block.start, block.end, max_tokens):
             if units and unit_tokens + unit.tokens > max_tokens:
@@ -97,10 +101,7 @@ def _units(text: str, start: int, end: int, max_tokens: int) -> list[_Unit]:
     if tokens <= max_tokens:
         return [_Unit(start, end, tokens)]
     units = []
-    for match in SENTENCE_RE.finditer(text, start, end):
-        s, e = match.start(), match.start() + len(match.group().rstrip())
-        if s >= e:
-            continue
+    for s, e in _sentences(text, start, end):
         n = count_tokens(text[s:e])
         if n <= max_tokens:
             units.append(_Unit(s, e, n))
@@ -112,3 +113,20 @@ def _units(text: str, start: int, end: int, max_tokens: int) -> list[_Unit]:
             ws, we = s + window[0].start(), s + window[-1].end()
             units.append(_Unit(ws, we, count_tokens(text[ws:we])))
     return units
+
+
+def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Spans of the sentences of text[start:end], without the whitespace between them."""
+    spans = []
+    cursor = start
+    for match in SENTENCE_END_RE.finditer(text, start, end):
+        spans.append((cursor, match.end()))
+        cursor = match.end()
+    spans.append((cursor, end))
+    trimmed = []
+    for s, e in spans:
+        piece = text[s:e]
+        s, e = s + len(piece) - len(piece.lstrip()), s + len(piece.rstrip())
+        if s < e:
+            trimmed.append((s, e))
+    return trimmed

@@ -54,8 +54,14 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # code blocks keep their lines, permalink anchors dropped, role="main" root; 2: headings over
 # nothing (a site title above the page's h1) dropped; 3: XHTML with an XML declaration
 # reads (it failed before); 4: a docutils local table of contents (<div class="contents
-# topic">) dropped. Others: 0, as before versions existed.
-EXTRACTOR_VERSIONS = {HTML: 4, PDF: 0, MARKDOWN: 0, PLAIN: 0}
+# topic">) dropped; 5: the source's spaces before punctuation kept ("git add ."), the
+# paragraphs and listings of a <dd> or <li> kept apart, the terms of a list of sections
+# (gitfaq) headings, an admonition's heading a label, callouts numbered with their command.
+# Others: 0, as before versions existed. (With HTML 5 a space closes up only before a
+# punctuation-only token and chunks split only at sentence ends, for every format: that
+# changed no PDF, Markdown or text passage of the demo, so those are not re-embedded for it;
+# a new upload gets it.)
+EXTRACTOR_VERSIONS = {HTML: 5, PDF: 0, MARKDOWN: 0, PLAIN: 0}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -99,16 +105,34 @@ class Limits:
 @dataclass(frozen=True)
 class Block:
     text: str
-    level: int  # 0 for body text, 1-6 for headings
+    # 0 for body text, 1-6 for headings; a heading without text ends the sections of its
+    # level and deeper (what follows belongs to the section above: text after a <dl> whose
+    # terms were headings).
+    level: int
     start: int
     end: int
 
 
 _SPACES = re.compile(r"\s+")
 _LINE_SPACES = re.compile(r"[^\S\n]+")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?)])")
-# C0 controls other than tab/newline/CR (PostgreSQL text cannot hold NUL) and U+FFFD.
-_CONTROL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 32), 127, 0xFFFD])
+# What an extractor puts where it joins pieces of text itself (the edge of an HTML block
+# element or a <br>, between two PDF text runs), as opposed to whitespace the source has.
+# `Extracted.add` turns it into a space, or drops it before punctuation (below). A C0
+# control (and whitespace to `\s`), so the text never keeps one.
+_JOIN = "\x1f"
+# A run of whitespace, and the token after it when that is punctuation only ("." "," ")."):
+# there a space we inserted goes ("word" + "." from two PDF runs is "word."). A space the
+# source has stays ("git add .", "given . as", "SQLite :memory:"), and so does any space
+# before a token that merely starts with punctuation (".gitconfig", "./configure", "../a").
+_GAP = re.compile(r"\s+(?=([.,;:!?)]+(?:\s|$))?)")
+# C0 controls other than tab/newline/CR (PostgreSQL text cannot hold NUL) and U+FFFD; _JOIN
+# is left to `Extracted.add`.
+_CONTROL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 31), 127, 0xFFFD])
+
+
+def _gap(match: re.Match) -> str:
+    """One space for a run of whitespace; none where we joined text before punctuation."""
+    return "" if match.group(1) is not None and _JOIN in match.group() else " "
 
 
 class Extracted:
@@ -131,16 +155,20 @@ class Extracted:
     def add(self, text: str, level: int = 0, *, keep_lines: bool = False) -> None:
         """Append a block (whitespace collapsed), separated from the previous by a blank line.
 
+        `text` may hold `_JOIN` where the extractor joined pieces: a space, or nothing before
+        punctuation. Whitespace of the source stays (one space for a run of it).
+
         With `keep_lines` (preformatted code) each line is collapsed on its own and the line
         breaks stay. Raise ExtractionError when the text would pass the character limit or
         the deadline has passed."""
         self.limits.check_time()
         text = text.translate(_CONTROL)
         if keep_lines:
-            lines = (_LINE_SPACES.sub(" ", line).strip() for line in text.splitlines())
+            lines = text.replace(_JOIN, " ").splitlines()
+            lines = (_LINE_SPACES.sub(" ", line).strip() for line in lines)
             text = "\n".join(line for line in lines if line)
         else:
-            text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", text)).strip()
+            text = _GAP.sub(_gap, text).strip()
         if not text:
             return
         separator = "\n\n" if self._length else ""
@@ -157,6 +185,10 @@ class Extracted:
         self._length = end
         self._text = None
         self.blocks.append(Block(text=text, level=level, start=start, end=end))
+
+    def end_sections(self, level: int) -> None:
+        """End the sections of `level` and deeper (an empty heading block, no text)."""
+        self.blocks.append(Block(text="", level=level, start=self._length, end=self._length))
 
 
 def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | None:
@@ -329,7 +361,8 @@ def _pdf_blocks(lines: list[tuple[str, float, float]], limits: Limits) -> Extrac
 
 
 def _join_lines(lines: list[str]) -> str:
-    """Join a paragraph's lines with spaces, undoing hyphenated line breaks (linear)."""
+    """Join a paragraph's lines (text runs) with `_JOIN`, undoing hyphenated line breaks
+    (linear)."""
     parts: list[str] = []
     tail = ""  # the last two characters joined so far
     for line in lines:
@@ -337,7 +370,7 @@ def _join_lines(lines: list[str]) -> str:
             parts[-1] = parts[-1][:-1]  # undo a hyphenated line break
             tail = (tail[:-1] + line)[-2:]
         elif parts:
-            parts.append(" ")
+            parts.append(_JOIN)
             tail = (tail + " " + line)[-2:]
         else:
             tail = line[-2:]
@@ -365,7 +398,21 @@ _HTML_DROP = [
     "select",
     "input",
 ]
-_HTML_BLOCKS = {"p", "li", "dt", "dd", "pre", "blockquote", "figcaption", "caption", "tr"}
+_HTML_BLOCKS = {"p", "dt", "pre", "figcaption", "caption", "tr"}
+# Elements that hold inline text (then they are one block) or blocks of their own, which stay
+# apart: the paragraphs and listings of an AsciiDoc or DocBook <dd> or <li>.
+_HTML_FLOW = {"li", "dd", "blockquote"}
+_HTML_BLOCK_CHILDREN = {"p", "div", "pre", "ul", "ol", "dl", "table", "blockquote", "section"}
+# A labelled list (<dl>) most of whose terms ask a question or head a definition of two
+# blocks or more (paragraphs, listings) is a list of sections, each term a heading one level
+# below the enclosing one: the gitfaq questions, giteveryday's examples. Other lists stay
+# body text: a glossary, and terms defined in one paragraph however long (counting 40 words
+# as long made the Debian FAQ's "Freedom:" ... six sections, whose chunks then outranked
+# the entry on how to pronounce Debian). Deciding per list keeps a short term from being
+# filed under the long one before it.
+# Admonition boxes whose title is a heading (DocBook: <div class="note"><h3>Note</h3>): the
+# title labels the box's first paragraph ("Note: ...") and heads no section.
+_ADMONITIONS = {"note", "tip", "warning", "important", "caution"}
 _HTML_HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _CHROME = re.compile(
     r"\b(nav|navbar|menu|breadcrumbs?|cookie|footer|sidebar|sphinxsidebar|skip-link|headerlink)\b",
@@ -421,7 +468,7 @@ _HTML_BREAKING = {
 
 def _html_text(element, limits: Limits) -> str:
     """The element's visible text as a browser lays it out: inline strings joined as they
-    are ("<code>os</code>.remove" stays "os.remove"), a space where a block element starts
+    are ("<code>os</code>.remove" stays "os.remove"), `_JOIN` where a block element starts
     or ends (no recursion). Line breaks are kept for `keep_lines` callers."""
     strings: list[str] = []
     stack: list = [element]
@@ -435,22 +482,110 @@ def _html_text(element, limits: Limits) -> str:
             continue
         seen += 1
         if item is not element and item.tag in _HTML_BREAKING:
-            strings.append("\n" if item.tag == "br" else " ")
-            stack.append(" ")
+            strings.append("\n" if item.tag == "br" else _JOIN)
+            stack.append(_JOIN)
         _push_children(stack, item)
         if seen % _HTML_CHECK_EVERY == 0:
             limits.check_time()
     return "".join(strings)
 
 
-def _push_children(stack: list, element) -> None:
-    """Push the element's text and children (each followed by its tail) in reverse order."""
+def _push_children(stack: list, element, wrap=None) -> None:
+    """Push the element's text and children (each followed by its tail) in reverse order;
+    `wrap(child)` gives the items read in a child's place (in reading order)."""
     for child in reversed(element):
         if child.tail:
             stack.append(child.tail)
-        stack.append(child)
+        if wrap is None:
+            stack.append(child)
+        else:
+            stack.extend(reversed(wrap(child)))
     if element.text and isinstance(element.tag, str):
         stack.append(element.text)
+
+
+@dataclass(frozen=True)
+class _Label:
+    """Put `text` before the next paragraph read ("" clears it): "Note: ", "<1> "."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class _Term:
+    """A <dt> that heads its definition as a section of `level`."""
+
+    element: object
+    level: int
+
+
+@dataclass(frozen=True)
+class _EndSections:
+    """The end of a list of sections: what follows belongs to the section above `level`."""
+
+    level: int
+
+
+def _dl_is_sections(dl, limits: Limits) -> bool:
+    """Whether most terms of the list ask a question or head a definition of two blocks."""
+    entries = heads = 0
+    term = None
+    for child in dl:
+        if child.tag == "dt":
+            term = child
+        elif child.tag == "dd" and term is not None:
+            entries += 1
+            question = _SPACES.sub(" ", _html_text(term, limits)).strip().endswith("?")
+            heads += question or _blocks(child) >= 2
+            term = None
+    return heads * 2 > entries
+
+
+def _blocks(element) -> int:
+    return sum(
+        1
+        for c in element
+        if isinstance(c.tag, str) and c.tag in _HTML_BLOCK_CHILDREN and not _html_dropped(c)
+    )
+
+
+def _admonition_title(div):
+    """The heading that titles an admonition box, or None."""
+    if _ADMONITIONS.isdisjoint((div.get("class") or "").split()):
+        return None
+    first = next((c for c in div if isinstance(c.tag, str)), None)
+    return first if first is not None and first.tag in _HTML_HEADINGS else None
+
+
+_CALLOUT = re.compile(r"\s*<(\d+)>")
+
+
+def _callout_labels(ol, limits: Limits) -> dict:
+    """The items of an AsciiDoc callout list (<div class="colist"><ol>) and what goes before
+    each: its number and the listing line that carries the number, "<2> $ git branch
+    --no-merged master — ", so an explanation reads with its command. Only the list that
+    opens its <div> reads the listing before it: each listing is read once more at most."""
+    parent = ol.getparent()
+    if parent is None or "colist" not in (parent.get("class") or "").split():
+        return {}
+    if next((c for c in parent if isinstance(c.tag, str)), None) is not ol:
+        return {}
+    commands: dict[str, str] = {}
+    listing = parent.getprevious()
+    while listing is not None and not isinstance(listing.tag, str):
+        listing = listing.getprevious()
+    pre = listing.find(".//pre") if listing is not None else None
+    if pre is not None:
+        for line in _html_text(pre, limits).splitlines():
+            command = _SPACES.sub(" ", _CALLOUT.sub("", line)).strip()
+            for number in _CALLOUT.findall(line):
+                commands.setdefault(number, command)
+    items = [c for c in ol if c.tag == "li"]
+    labels = {}
+    for n, item in enumerate(items, start=1):
+        command = commands.get(str(n))
+        labels[item] = f"<{n}> {command} — " if command else f"<{n}> "
+    return labels
 
 
 def _html_root(document):
@@ -472,8 +607,13 @@ def _html_root(document):
 def _extract_html(html: str, limits: Limits) -> Extracted:
     """Headings and blocks of the main content, in document order.
 
+    A <dt> of a list of sections (`_dl_is_sections`) is a heading, and the list's end ends
+    its sections; <li>, <dd> and <blockquote> holding paragraphs or listings keep them apart;
+    an admonition's title and a callout's number (and command) open its first paragraph.
+
     Parsed by libxml2 (lxml), which builds at most HTML_MAX_DEPTH levels; deeper nesting fails
-    the document. The tree is walked with an explicit stack, each node visited once."""
+    the document. The tree is walked with an explicit stack, each node visited once (a
+    list's terms and a callout list's listing are read once more before)."""
     parser = etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
     # XHTML (DocBook, many generators) opens with an XML declaration naming its encoding,
     # which lxml refuses on text that is already decoded.
@@ -493,13 +633,25 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     root = _html_root(document)
     title_element = document.find("head/title")
     title = _html_text(title_element, limits) if title_element is not None else ""
-    entries: list[tuple[str, int]] = []  # (text, level); level -1: preformatted
+    # (text, level); level -1: preformatted; (None, level): the end of a list's sections
+    entries: list[tuple[str | None, int]] = []
     inline: list[str] = []
     has_h1 = False
+    label = ""  # put before the next paragraph
+    section = 0  # the level of the section being read
+
+    def add(text: str, level: int) -> None:
+        nonlocal label
+        if label and level == 0:
+            text = label + text
+        elif label:  # a listing or heading comes first: the label is a paragraph of its own
+            entries.append((label.rstrip(" :—"), 0))
+        label = ""
+        entries.append((text, level))
 
     def flush() -> None:
         if "".join(inline).strip():
-            entries.append(("".join(inline), 0))
+            add("".join(inline), 0)
         inline.clear()
 
     flush_marker = object()
@@ -514,6 +666,20 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         if isinstance(item, str):
             inline.append(item)
             continue
+        if isinstance(item, _Label):
+            flush()
+            label = item.text
+            continue
+        if isinstance(item, _EndSections):
+            flush()
+            entries.append((None, item.level))
+            section = item.level - 1
+            continue
+        if isinstance(item, _Term):
+            flush()
+            add(_html_text(item.element, limits), item.level)
+            section = item.level
+            continue
         visited += 1
         if visited % _HTML_CHECK_EVERY == 0:
             limits.check_time()
@@ -523,8 +689,13 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         if name in _HTML_HEADINGS:
             has_h1 = has_h1 or name == "h1"
             flush()
-            entries.append((_html_text(item, limits), _HTML_HEADINGS[name]))
-        elif name in _HTML_BLOCKS:
+            add(_html_text(item, limits), _HTML_HEADINGS[name])
+            section = _HTML_HEADINGS[name]
+        elif name in _HTML_FLOW and _blocks(item):
+            flush()
+            stack.append(flush_marker)
+            _push_children(stack, item)
+        elif name in _HTML_BLOCKS or name in _HTML_FLOW:
             has_h1 = has_h1 or any(True for _ in item.iter("h1"))
             flush()
             cells = _html_cells(item) if name == "tr" else []
@@ -532,13 +703,34 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             if cells and not any(texts):
                 continue  # a row of empty cells (layout tables of navigation bars)
             text = " | ".join(texts) if cells else _html_text(item, limits)
-            entries.append((text, -1 if name == "pre" else 0))
+            add(text, -1 if name == "pre" else 0)
         elif name == "br":
-            inline.append(" ")
+            inline.append(_JOIN)
+        elif name == "dl" and _dl_is_sections(item, limits):
+            flush()
+            level = min(max(section, 1) + 1, 6)
+            stack.append(_EndSections(level))
+            _push_children(
+                stack, item, lambda c, level=level: [_Term(c, level) if c.tag == "dt" else c]
+            )
         elif name in _HTML_CONTAINERS:
             flush()
             stack.append(flush_marker)
-            _push_children(stack, item)
+            box_title = _admonition_title(item) if name == "div" else None
+            callouts = _callout_labels(item, limits) if name == "ol" else {}
+            if box_title is not None:
+                stack.append(_Label(""))
+                _push_children(stack, item, lambda c, t=box_title: [] if c is t else [c])
+                heading = _SPACES.sub(" ", _html_text(box_title, limits)).strip()
+                stack.append(_Label(f"{heading}: " if heading else ""))
+            elif callouts:
+                _push_children(
+                    stack,
+                    item,
+                    lambda c, n=callouts: [_Label(n[c]), c, _Label("")] if c in n else [c],
+                )
+            else:
+                _push_children(stack, item)
         else:
             _push_children(stack, item)
     flush()
@@ -548,7 +740,11 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         following = entries[i + 1][1] if i + 1 < len(entries) else 0
         if level > 0 and 0 < following <= level:
             continue  # a heading over nothing (a site title above the page's own h1)
-        result.add(text, level=max(level, 0), keep_lines=level < 0)
+        if text is None:
+            if i + 1 < len(entries):  # text follows the list of sections
+                result.end_sections(level)
+        else:
+            result.add(text, level=max(level, 0), keep_lines=level < 0)
     return result
 
 

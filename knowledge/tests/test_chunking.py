@@ -47,3 +47,34 @@ def test_demo_chunks_fit_minilm_window_with_their_headings():
     for chunk in chunk_document(extracted) + chunk_document(extracted_demo):
         pieces = len(tokenizer.encode(_embedding_input("Returns and exchanges", chunk)).ids)
         assert pieces <= 256
+
+
+def test_long_blocks_split_at_sentence_ends_never_inside_dotted_names():
+    """The Git FAQ's answers are one long block each: a "." inside core.editor, HTTP/1.1,
+    *.c, AFile.txt or ~/.ssh/config is not a sentence end, nor is a decimal like 2.39."""
+    names = ["core.editor", "HTTP/1.1", "*.c", "AFile.txt", "~/.ssh/config", "2.39.5"]
+    sentences = [
+        f"Sentence {i} of the answer mentions {names[i % len(names)]} in the middle of it."
+        for i in range(60)
+    ]
+    text = " ".join(sentences)
+    extracted = extract(data=f"# FAQ\n\n{text}".encode(), content_type=MARKDOWN)
+    chunks = chunk_document(extracted, max_tokens=40)
+    assert len(chunks) > 10
+    for chunk in chunks:
+        assert chunk.text.startswith("Sentence "), chunk.text[:40]
+        assert chunk.text.endswith("in the middle of it."), chunk.text[-40:]
+
+
+def test_a_sentence_ends_at_punctuation_followed_by_a_space_or_the_end():
+    extracted = extract(
+        data=(
+            "# Q\n\n"
+            + " ".join(["Run git config core.editor nano over HTTP/1.1 (see *.c) and stop?"] * 30)
+            + " The end."
+        ).encode(),
+        content_type=MARKDOWN,
+    )
+    chunks = chunk_document(extracted, max_tokens=30)
+    ends = {chunk.text[-5:] for chunk in chunks}
+    assert ends <= {"stop?", " end."}

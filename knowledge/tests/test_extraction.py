@@ -10,6 +10,7 @@ from knowledge.extraction import (
     PLAIN,
     ExtractionError,
     Limits,
+    _pdf_blocks,
     detect_content_type,
     extract,
 )
@@ -186,3 +187,21 @@ def test_ten_mib_of_small_paragraphs_extracts_every_paragraph():
     assert len(result.blocks) == data.count(b"\n\n") + 1
     last = result.blocks[-1]
     assert result.text[last.start : last.end] == data.rsplit(b"\n\n", 1)[1].decode()
+
+
+def test_pdf_text_runs_close_up_before_punctuation_but_not_before_a_dot_file():
+    """A PDF's runs are joined with spaces by us: "," or "." as a run of its own belongs to
+    the word before it, a file name that starts with "." does not."""
+    lines = [
+        ("Add it to the file named", 10.0, 700.0),
+        (".gitconfig", 10.0, 700.0),
+        ("in your home directory", 10.0, 700.0),
+        (",", 10.0, 700.0),
+        ("then run git add", 10.0, 686.0),
+        ("./configure", 10.0, 686.0),
+        (".", 10.0, 686.0),
+    ]
+    result = _pdf_blocks(lines, Limits())
+    assert [b.text for b in result.blocks] == [
+        "Add it to the file named .gitconfig in your home directory, then run git add ./configure."
+    ]

@@ -3,6 +3,7 @@ code blocks with their lines, no permalink marks, the role="main" region only.""
 
 from pathlib import Path
 
+from knowledge.chunking import chunk_document
 from knowledge.extraction import HTML, extract
 
 DEV_FAQ = Path(__file__).resolve().parents[2] / "demo" / "dev_faq" / "pages"
@@ -150,3 +151,271 @@ def test_a_docutils_table_of_contents_is_dropped_but_a_doxygen_body_is_kept():
     assert sphinx.text.count("How do I make a Query that always adds a filter?") == 1
     assert "Use the do_orm_execute event hook." in sphinx.text
     assert "Here are the classes." in doxygen.text
+
+
+# AsciiDoc (gitfaq, giteveryday, gitworkflows) and DocBook (the Git User Manual) pages:
+# demo/dev_git_faq. The snippets below are cut from those pages.
+
+
+def _asciidoc(body: str) -> bytes:
+    return _html(f'<div id="content"><h1>gitfaq(7) Manual Page</h1>{body}</div>')
+
+
+def test_a_space_before_a_token_that_starts_with_a_dot_is_kept():
+    result = extract(
+        data=_html(
+            "<p>Which will add the following to a file named <code class='literal'>.gitconfig"
+            "</code> in your home directory:</p>"
+            "<p>e.g. they make <code class='literal'>git add .</code> practically useless.</p>"
+            "<p>The <code class='literal'>git pull</code> command can also be given "
+            "<code class='literal'>.</code> as the \"remote\" repository.</p>"
+            "<p>register the public key (in this case, <code>~/.ssh/id_committer.pub</code>; "
+            "note the <code>.pub</code>) with the hosting provider.</p>"
+            "<p>You can check it by running <code class='literal'>git ls-remote ../a</code>.</p>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks[1:]] == [
+        "Which will add the following to a file named .gitconfig in your home directory:",
+        "e.g. they make git add . practically useless.",
+        'The git pull command can also be given . as the "remote" repository.',
+        "register the public key (in this case, ~/.ssh/id_committer.pub; note the .pub) with "
+        "the hosting provider.",
+        "You can check it by running git ls-remote ../a.",
+    ]
+
+
+def test_spaces_the_source_puts_before_punctuation_stay():
+    """A browser shows them, and in prose about commands they are often part of one."""
+    result = extract(
+        data=_html(
+            "<p>If using a SQLite <code>:memory:</code> database, buy one which does :)</p>"
+            "<p>Wildcards in the pattern such as <code>*</code> or <code>?</code> are literal."
+            "</p>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks[1:]] == [
+        "If using a SQLite :memory: database, buy one which does :)",
+        "Wildcards in the pattern such as * or ? are literal.",
+    ]
+
+
+GITFAQ_CONFIGURATION = """
+<div class="sect1"><h2 id="_configuration">Configuration</h2><div class="sectionbody">
+<div class="dlist" id="user-name"><dl>
+<dt class="hdlist1">
+What should I put in <code>user.name</code>?
+</dt>
+<dd>
+<p>
+        You should put your personal name, generally a form using a given name
+        and family name.  For example, the current maintainer of Git uses "Junio C Hamano".
+</p>
+</dd>
+<dt class="hdlist1" id="configure-editor">
+How do I configure a different editor?
+</dt>
+<dd>
+<p>
+        If you haven&#8217;t specified an editor specifically for Git, it will by default
+        use the editor you&#8217;ve configured using the <code>VISUAL</code> or <code>EDITOR</code>
+        environment variables.
+</p>
+<div class="paragraph"><p>If you want to configure a general editor for most programs which
+need one, you can edit your shell configuration (e.g., <code>~/.bashrc</code> or
+<code>~/.zshenv</code>). For example, if you prefer the editor <code>nano</code>, then you
+could write the following:</p></div>
+<div class="listingblock">
+<div class="content">
+<pre><code>export VISUAL=nano</code></pre>
+</div></div>
+<div class="paragraph"><p>If you want to configure an editor specifically for Git, you can
+either set the <code>core.editor</code> configuration value or the <code>GIT_EDITOR</code>
+environment variable.</p></div>
+</dd>
+</dl></div>
+</div></div>
+<div class="sect1"><h2 id="_common_issues">Common Issues</h2><div class="sectionbody">
+<div class="dlist" id="always-modified"><dl>
+<dt class="hdlist1">
+Why do I have a file that&#8217;s always modified?
+</dt>
+<dd>
+<div class="paragraph" id="always-modified-files-case"><p>It&#8217;s best to remove one of the
+files such that you only have one file.  You can do this with commands like the following
+(assuming two files <code>AFile.txt</code> and <code>afile.txt</code>):</p></div>
+<div class="listingblock">
+<div class="content">
+<pre><code>$ git rm --cached AFile.txt
+$ git commit -m 'Remove files conflicting in case'
+$ git checkout .</code></pre>
+</div></div>
+<div class="paragraph"><p>This avoids touching the disk, but removes the additional file.</p></div>
+</dd>
+</dl></div>
+</div></div>
+"""
+
+
+def test_faq_questions_in_a_labelled_list_head_their_answers():
+    """gitfaq's questions are the <dt> terms of a labelled list under six <h2> headings:
+    each becomes a heading one level below the <h2>, so every entry is its own section."""
+    result = extract(data=_asciidoc(GITFAQ_CONFIGURATION), content_type=HTML)
+    headings = [(b.level, b.text) for b in result.blocks if b.level]
+    assert headings == [
+        (1, "gitfaq(7) Manual Page"),
+        (2, "Configuration"),
+        (3, "What should I put in user.name?"),
+        (3, "How do I configure a different editor?"),
+        (2, "Common Issues"),
+        (3, "Why do I have a file that’s always modified?"),
+    ]
+    chunks = chunk_document(result)
+    editor = [c for c in chunks if c.heading_path[-1] == "How do I configure a different editor?"]
+    assert editor
+    assert all("Junio" not in c.text and "AFile" not in c.text for c in editor)
+
+
+def test_paragraphs_and_listings_inside_a_definition_stay_separate_blocks():
+    result = extract(data=_asciidoc(GITFAQ_CONFIGURATION), content_type=HTML)
+    texts = [b.text for b in result.blocks]
+    assert "export VISUAL=nano" in texts
+    assert (
+        "$ git rm --cached AFile.txt\n$ git commit -m 'Remove files conflicting in case'\n"
+        "$ git checkout ."
+    ) in texts
+    assert "This avoids touching the disk, but removes the additional file." in texts
+    assert any(
+        t.startswith("If you want to configure an editor specifically for Git") for t in texts
+    )
+
+
+def test_a_glossary_of_one_paragraph_definitions_stays_body_text():
+    result = extract(
+        data=_html(
+            "<h1>Glossary</h1><div class='glossary'><dl>"
+            "<dt>blob object</dt><dd><p>Untyped object, e.g. the contents of a file.</p></dd>"
+            "<dt>cache</dt><dd><p>Obsolete for: index.</p></dd>"
+            "<dt>bare repository</dt><dd><p>A bare repository is normally an appropriately named "
+            "directory with a .git suffix that does not have a locally checked-out copy of any "
+            "of the files under revision control. That is, all of the Git administrative and "
+            "control files that would normally be present in the hidden .git sub-directory "
+            "are directly present in the repository.git directory instead, and no other files "
+            "are present and checked out.</p></dd>"
+            '<dt>changeset</dt><dd><p>BitKeeper/cvsps speak for "commit". Since Git does not '
+            "store changes, but states, it really does not make sense to use the term "
+            '"changesets" with Git.</p></dd></dl></div>'
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Glossary"),
+        (0, "blob object"),
+        (0, "Untyped object, e.g. the contents of a file."),
+        (0, "cache"),
+        (0, "Obsolete for: index."),
+        (0, "bare repository"),
+        (
+            0,
+            "A bare repository is normally an appropriately named directory with a .git suffix "
+            "that does not have a locally checked-out copy of any of the files under revision "
+            "control. That is, all of the Git administrative and control files that would "
+            "normally be present in the hidden .git sub-directory are directly present in the "
+            "repository.git directory instead, and no other files are present and checked out.",
+        ),
+        (0, "changeset"),
+        (
+            0,
+            'BitKeeper/cvsps speak for "commit". Since Git does not store changes, but states, '
+            'it really does not make sense to use the term "changesets" with Git.',
+        ),
+    ]
+
+
+def test_text_after_a_list_of_entries_returns_to_the_enclosing_section():
+    result = extract(
+        data=_asciidoc(
+            "<h2>Examples</h2><div class='dlist'><dl>"
+            "<dt>Use a tarball as a starting point for a new repository.</dt>"
+            "<dd><div class='listingblock'><pre><code>$ tar zxf frotz.tar.gz\n$ git init"
+            "</code></pre></div><div class='paragraph'><p>Then add the files.</p></div></dd>"
+            "</dl></div><div class='paragraph'><p>An alternate participant submission mechanism "
+            "is using the git request-pull mechanism.</p></div>"
+        ),
+        content_type=HTML,
+    )
+    paths = {c.text: c.heading_path for c in chunk_document(result)}
+    assert paths["$ tar zxf frotz.tar.gz\n$ git init\n\nThen add the files."] == [
+        "gitfaq(7) Manual Page",
+        "Examples",
+        "Use a tarball as a starting point for a new repository.",
+    ]
+    assert paths[
+        "An alternate participant submission mechanism is using the git request-pull mechanism."
+    ] == ["gitfaq(7) Manual Page", "Examples"]
+
+
+GITEVERYDAY_EXAMPLE = """
+<h3 id="_examples">Examples</h3>
+<div class="dlist"><dl>
+<dt class="hdlist1">
+Use a tarball as a starting point for a new repository.
+</dt>
+<dd>
+<div class="listingblock">
+<div class="content">
+<pre><code>$ tar zxf frotz.tar.gz
+$ cd frotz
+$ git init
+$ git add . <b>&lt;1&gt;</b>
+$ git commit -m "import of frotz source tree."
+$ git tag v2.43 <b>&lt;2&gt;</b></code></pre>
+</div></div>
+<div class="colist arabic"><ol>
+<li>
+<p>
+add everything under the current directory.
+</p>
+</li>
+<li>
+<p>
+make a lightweight, unannotated tag.
+</p>
+</li>
+</ol></div>
+</dd>
+</dl></div>
+"""
+
+
+def test_a_listing_stays_a_code_block_and_each_callout_an_item_with_its_command():
+    """giteveryday's examples: commands marked <1>, <2> and a numbered list explaining them."""
+    result = extract(data=_asciidoc(GITEVERYDAY_EXAMPLE), content_type=HTML)
+    assert [b.text for b in result.blocks if not b.level][-3:] == [
+        "$ tar zxf frotz.tar.gz\n$ cd frotz\n$ git init\n$ git add . <1>\n"
+        '$ git commit -m "import of frotz source tree."\n$ git tag v2.43 <2>',
+        "<1> $ git add . — add everything under the current directory.",
+        "<2> $ git tag v2.43 — make a lightweight, unannotated tag.",
+    ]
+
+
+def test_a_docbook_note_is_a_labelled_paragraph_not_a_heading_for_what_follows():
+    result = extract(
+        data=_html(
+            '<div class="section"><h2 class="title">Submodules</h2>'
+            "<pre class='screen'>$ git submodule add ~/git/$i $i</pre>"
+            '<div class="note" style="margin-left: 0.5in; margin-right: 0.5in;">'
+            '<h3 class="title">Note</h3><p>Do not use local URLs here if you plan to publish '
+            "your superproject!</p></div><p>See what files <code class='literal'>git "
+            "submodule</code> created:</p></div>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Page"),
+        (2, "Submodules"),
+        (0, "$ git submodule add ~/git/$i $i"),
+        (0, "Note: Do not use local URLs here if you plan to publish your superproject!"),
+        (0, "See what files git submodule created:"),
+    ]
