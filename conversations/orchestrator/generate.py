@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -228,8 +227,14 @@ async def generate(
 
 WARMING_UP = "warming_up"
 WARMING_UP_BUSY = "warming_up_busy"
-_warming = 0  # answers of this process waiting on a model the policy has not measured yet
-_warming_lock = threading.Lock()
+# Reasons `inference.yields.should_generate` gives for trying a model it measured useless.
+SHADOW_PROBES = ("probe_interval", "probe_random")
+PROBE, WARMUP = "probe", "warmup"
+# The model calls of this process nobody must pile onto, per kind: background probes of a
+# model measured useless (PROBE), and calls measuring a model not measured yet (WARMUP: the
+# background calls, or with INFERENCE_YIELD_WARMUP=foreground the answers waiting on it).
+# One registry bounds both modes; only the event loop's thread touches it.
+_probes: dict[str, set[asyncio.Task]] = {PROBE: set(), WARMUP: set()}
 
 
 @contextlib.contextmanager
@@ -239,29 +244,22 @@ def warmup_slot(reason: str) -> Iterator[bool]:
 
     With `INFERENCE_YIELD_WARMUP=foreground`, while a model is warming up (too few
     measurements) at most `INFERENCE_YIELD_WARMUP_IN_FLIGHT` answers of this process wait on
-    it at once: the rest are answered extractively at once. Thirty-two chats opening on a
-    fresh model would otherwise all wait on it — on a co-located CPU engine, each making
-    every other slower. Other reasons are always admitted."""
-    global _warming
+    it at once (the answer's task holds a WARMUP place while it waits): the rest are
+    answered extractively at once. Thirty-two chats opening on a fresh model would otherwise
+    all wait on it — on a co-located CPU engine, each making every other slower. Other
+    reasons are always admitted."""
     if reason != WARMING_UP:
         yield True
         return
-    with _warming_lock:
-        admitted = _warming < max(0, get_config().yield_warmup_in_flight)
-        if admitted:
-            _warming += 1
+    task = asyncio.current_task()
+    admitted = task is not None and shadow_probe_free(WARMUP)
+    if admitted:
+        _probes[WARMUP].add(task)
     try:
         yield admitted
     finally:
         if admitted:
-            with _warming_lock:
-                _warming -= 1
-
-
-# Reasons `inference.yields.should_generate` gives for trying a model it measured useless.
-SHADOW_PROBES = ("probe_interval", "probe_random")
-PROBE, WARMUP = "probe", "warmup"
-_probes: dict[str, set[asyncio.Task]] = {PROBE: set(), WARMUP: set()}
+            _probes[WARMUP].discard(task)
 
 
 def probe_kind(reason: str) -> str | None:

@@ -186,3 +186,24 @@ async def test_a_probe_stops_the_model_at_its_first_kept_sentence(settings, monk
     assert recorded[0]["kept"] == 1
     assert closed == [True]
     assert len(read) < 5, read
+
+
+async def test_an_answer_waiting_on_a_warming_model_holds_a_place_of_the_one_warm_up_bound(
+    settings, held_stream
+):
+    """Foreground warm-up (an answer waits on the unmeasured model) and background warm-up
+    calls are bounded by one registry: while the answer waits, no background call starts,
+    and the place is free again once it is done."""
+    settings.INFERENCE = {**settings.INFERENCE, "YIELD_WARMUP_IN_FLIGHT": 1}
+    settings.ANSWER_FIRST_WORDS_BUDGET_S = 30.0
+    ordered = [SimpleNamespace(text=PASSAGE)]
+
+    with generate.warmup_slot(generate.WARMING_UP) as admitted:
+        assert admitted is True
+        assert generate.shadow_probe_free(generate.WARMUP) is False
+        assert generate.shadow_probe(_turn(1), [], ordered, kind=generate.WARMUP) is False
+        with generate.warmup_slot(generate.WARMING_UP) as second:
+            assert second is False
+    assert generate.shadow_probe_free(generate.WARMUP) is True
+    with generate.warmup_slot("probe_interval") as other_reason:
+        assert other_reason is True  # only warm-up is bounded here
