@@ -73,21 +73,22 @@ def extractive_draft(
     headings = [p.heading_path[-1] if p.heading_path else "" for p in candidates]
     sims = compose.heading_similarity(query, headings)
     ranked = sorted(
-        zip(candidates, sims, strict=True),
-        key=lambda ps: (-(ps[0].evidence + HEADING_WEIGHT * ps[1]), -ps[0].score),
+        zip(candidates, sims, headings, strict=True),
+        key=lambda psh: (-(psh[0].evidence + HEADING_WEIGHT * psh[1]), -psh[0].score),
     )
     if not isinstance(embed, TurnEmbedder):
         embed = TurnEmbedder(embed, shared=None)  # each text embedded once here too
     # The passages the loop below composes in the common case (the best one, and the next
     # whose evidence is close enough), embedded in one model call instead of one per passage:
     # a call costs about as much as four more sentences.
-    close = [p for p, _ in ranked[1:] if p.evidence >= SECOND_PASSAGE_RATIO * ranked[0][0].evidence]
-    likely = [ranked[0][0], *close[: max_quotes - 1]]
+    best = ranked[0][0]
+    close = [p for p, _, _ in ranked[1:] if p.evidence >= SECOND_PASSAGE_RATIO * best.evidence]
+    likely = [best, *close[: max_quotes - 1]]
     distinct = sorted({h for h in headings if h})
     embed([query, *distinct, *(u.text for p in likely for u in compose.passage_units(p.text))])
     cosines = _heading_cosines(query, distinct, embed)  # embedded just now: no model call
     chosen: list[tuple] = []
-    for passage, sim in ranked:
+    for passage, sim, heading in ranked:
         if len(chosen) == max_quotes:
             break
         if chosen and passage.evidence < SECOND_PASSAGE_RATIO * chosen[0][0].evidence:
@@ -96,7 +97,6 @@ def extractive_draft(
             limits = (compose.SECOND_MIN_WORDS, compose.SECOND_MAX_WORDS)
         else:
             limits = (compose.MIN_WORDS, compose.MAX_WORDS)
-        heading = passage.heading_path[-1] if passage.heading_path else ""
         win = compose.compose(
             query,
             passage.text,
@@ -117,11 +117,10 @@ def extractive_draft(
         # two parts of one entry read in the entry's order
         chosen.sort(key=lambda pw: pw[0].span[0] + pw[1].start)
     if not chosen:  # passages without sentences: quote the first as it is
-        first = ranked[0][0]
         return Draft(
-            f"“{compose.squash(first.text)}” [1]",
+            f"“{compose.squash(best.text)}” [1]",
             Message.Kind.EXTRACTIVE,
-            [first],
+            [best],
             {1: ""},
             {"prompt_version": EXTRACTIVE_PROMPT_VERSION},
         )

@@ -184,12 +184,21 @@ def test_the_passage_under_the_heading_that_asks_the_question_is_quoted_first():
     assert draft.text.startswith("“Yes, it's quite stable.")
 
 
+# An entry whose lead does not answer on its own: the best sentence comes after some filler.
+PRONOUNCED_LEAD = "That depends on who you ask, and on where they grew up."
+PRONOUNCED_BEST = "Most people say Django is pronounced JANG-oh."
+PRONOUNCED = " ".join(
+    [
+        PRONOUNCED_LEAD,
+        *(f"Some say it one way, others another way, case {n}." for n in range(5)),
+        PRONOUNCED_BEST,
+        *(f"Recordings exist, and listeners disagree, sample {n}." for n in range(8)),
+    ]
+)
+
+
 def test_a_heading_that_asks_the_question_anchors_the_quote_at_its_entrys_lead():
-    lead = "That depends on who you ask, and on where they grew up."
-    filler = " ".join(f"Some say it one way, others another way, case {n}." for n in range(5))
-    best = "Most people say Django is pronounced JANG-oh."
-    after = " ".join(f"Recordings exist, and listeners disagree, sample {n}." for n in range(8))
-    text = f"{lead} {filler} {best} {after}"
+    lead, best, text = PRONOUNCED_LEAD, PRONOUNCED_BEST, PRONOUNCED
     question = FakePassage(text, heading_path=["FAQ: General", "How is Django pronounced?"])
     statement = FakePassage(text, heading_path=["FAQ: General", "Recordings"])
     asked = "how is django pronounced"
@@ -202,11 +211,7 @@ def test_a_heading_that_asks_the_question_anchors_the_quote_at_its_entrys_lead()
 
 def test_a_heading_that_means_the_question_in_other_words_anchors_the_quote_at_its_lead():
     """Customers rarely use the heading's words: the heading's embedding decides too."""
-    lead = "That depends on who you ask, and on where they grew up."
-    filler = " ".join(f"Some say it one way, others another way, case {n}." for n in range(5))
-    best = "Most people say Django is pronounced JANG-oh."
-    after = " ".join(f"Recordings exist, and listeners disagree, sample {n}." for n in range(8))
-    text = f"{lead} {filler} {best} {after}"
+    lead, best, text = PRONOUNCED_LEAD, PRONOUNCED_BEST, PRONOUNCED
     heading = "Saying the framework's name"
     asked = "how is django pronounced"
 
