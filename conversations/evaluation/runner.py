@@ -83,7 +83,11 @@ def unsupported_sentences(reply: Message, tenant: Tenant) -> list[str]:
         problems = []
         for quote, n in quotes:
             passage = by_index.get(int(n))
-            problems += quote_is_verbatim(quote, passage.text) if passage else [quote]
+            problems += (
+                quote_is_verbatim(quote, passage.text + passage.continuation)
+                if passage
+                else [quote]
+            )
         return problems
     if reply.kind == Message.Kind.CLARIFY:
         return []  # asks back without quoting

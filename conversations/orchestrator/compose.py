@@ -8,7 +8,11 @@ when the best goes on from it: "to return you to the branch…"; or at the sente
 it, when that one ends with a colon: a list or a command follows; or at the start of its
 paragraph, when that is within PARAGRAPH_REACH words), runs on through the sentences after it
 until it holds about MIN_WORDS words (never more than MAX_WORDS), and reaches back before the
-best sentence only when the passage ends first. A quote does not start inside a code block
+best sentence only when the passage ends first. A passage is a chunk of its section: the
+window runs on into the rest of the section (the search's `continuation`) before it reaches
+back, since the answer follows the sentence that matches the question ("…then it will fail
+with an error like: …" and then the cause), and chunk boundaries are the index's, not the
+author's. A quote does not start inside a code block
 (it starts at the sentence introducing the block) nor stop on a sentence that announces
 what follows ("…include:") or inside a code block, while MAX_WORDS allows.
 
@@ -145,8 +149,9 @@ def window(
 ) -> Window:
     """The contiguous window around the best unit (see the module docstring); with `lead`
     (the passage sits under a heading that asks the question) it starts at the passage's
-    first unit whenever the best one is within reach."""
-    best = max(range(len(units)), key=lambda i: (scores[i], -i))
+    first unit whenever the best one is within reach. Units past the end of `scores` (the
+    passage's continuation) are never the best one: the window only runs on into them."""
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i))
     first = last = best
 
     def words(a: int, b: int) -> int:
@@ -196,13 +201,20 @@ def compose(
     min_words: int = MIN_WORDS,
     max_words: int = MAX_WORDS,
     lead: bool = False,
+    continuation: str = "",
 ) -> Window | None:
-    """The window of `text` that answers `query` (None when the passage has no text)."""
-    units = passage_units(text)
-    if not units:
+    """The window of `text` that answers `query` (None when the passage has no text).
+
+    The best sentence is one of `text`'s; the window runs on into `continuation` (the rest
+    of the section, past the chunk's end) before it reaches back, since the answer follows
+    the sentence that matches the question. Window offsets are into `text + continuation`."""
+    whole = text + continuation
+    units = passage_units(whole)
+    own = [u for u in units if u.start < len(text.rstrip())]
+    if not own:
         return None
-    scores = unit_scores(query, units, embed=embed)
-    return window(text, units, scores, min_words=min_words, max_words=max_words, lead=lead)
+    scores = unit_scores(query, own, embed=embed)
+    return window(whole, units, scores, min_words=min_words, max_words=max_words, lead=lead)
 
 
 def heading_similarity(query: str, headings: Sequence[str]) -> list[float]:

@@ -13,7 +13,7 @@ from conversations.orchestrator.base import Draft, TurnEmbedder
 from knowledge.embeddings import embed_texts
 from verification import content_words, split_sentences
 
-EXTRACTIVE_PROMPT_VERSION = "extractive-v4"  # cache keys: v4 quotes 60-110 words, leads by cosine
+EXTRACTIVE_PROMPT_VERSION = "extractive-v5"  # cache keys: v5 quotes run on past the chunk
 # A second passage (another section, or another part of a long entry) is quoted too when its
 # search evidence is this close: 0.7 quotes 3 key facts and 1 follow-up more than 0.8 on the
 # five development sets and the demo (0.8 had been measured on the demo and dev-sqlalchemy
@@ -104,6 +104,7 @@ def extractive_draft(
             min_words=limits[0],
             max_words=limits[1],
             lead=sim >= LEAD_MIN_SIM or cosines.get(heading, 0.0) >= LEAD_MIN_COSINE,
+            continuation=passage.continuation,
         )
         if win is None:
             continue
@@ -126,7 +127,7 @@ def extractive_draft(
         )
     parts, quotes = [], {}
     for n, (passage, win) in enumerate(chosen, start=1):
-        quotes[n] = compose.surrounding(passage.text, win)
+        quotes[n] = compose.surrounding(passage.text + passage.continuation, win)
         parts.append(f"“{win.quote}” [{n}]")
     return Draft(
         "\n".join(parts),

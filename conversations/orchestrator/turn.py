@@ -63,10 +63,11 @@ def stale_reply_after() -> timedelta:
     return timedelta(seconds=settings.ANSWER_STALE_AFTER_S)
 
 
+# Said for every tenant, whatever it sells or documents: no scope is named that the tenant
+# did not write ("products, orders, shipping" read wrong to a software project's users).
 REFUSAL_TEXT = (
-    "I can only help with questions about {tenant}'s products, orders, shipping, returns and "
-    "accounts, and I couldn't find anything on that in our help center. Would you like to talk "
-    "to a person from our team?"
+    "I couldn't find anything on that in {tenant}'s help center, and I'd rather not guess. "
+    "Would you like to talk to a person from our team?"
 )
 SIGNAL_REASONS = {
     "human_request": Handoff.Reason.CUSTOMER_REQUEST,

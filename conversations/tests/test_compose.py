@@ -40,6 +40,7 @@ class FakePassage:
     heading_path: list[str] = field(default_factory=lambda: ["FAQ", "Can I delete Python?"])
     span: tuple[int, int] = (0, 10)
     url: str = ""
+    continuation: str = ""
 
 
 DELETE = (
@@ -94,6 +95,50 @@ def test_the_window_reaches_back_when_the_best_sentence_ends_the_passage():
     )
     assert win.quote.endswith("Reinstalling the whole system would then be required.")
     assert len(win.quote.split()) >= compose.MIN_WORDS
+
+
+# A chunk boundary inside the entry: the chunk ends on the sentence that matches the question,
+# and the rest of the section (what the search returns as the passage's continuation) holds
+# the how.
+CHUNK_END = DELETE.index(" On Windows")
+
+
+def test_a_quote_runs_on_into_the_rest_of_its_section_instead_of_reaching_back():
+    passage = FakePassage(DELETE[:CHUNK_END], continuation=DELETE[CHUNK_END:])
+    draft = extractive_draft(
+        query="how do I remove Python I installed deliberately",
+        passages=[passage],
+        embed=bag_of_words,
+    )
+    quote = re.findall(r"“(.+?)”", draft.text, re.S)[0]
+    assert quote.startswith("If someone installed it deliberately")  # not reached back
+    assert "Add/Remove Programs icon" in quote  # from the continuation
+    assert quote_is_verbatim(quote, passage.text + passage.continuation) == []
+    card = citations(draft)[0]["quote"]  # the section around the quote, continuation included
+    assert card in compose.squash(passage.text + passage.continuation)
+    assert card not in compose.squash(passage.text)
+
+
+def test_a_chunk_without_its_continuation_reaches_back_instead():
+    passage = FakePassage(DELETE[:CHUNK_END])
+    draft = extractive_draft(
+        query="how do I remove Python I installed deliberately",
+        passages=[passage],
+        embed=bag_of_words,
+    )
+    assert draft.text.startswith("“That depends on where Python came from.")
+
+
+def test_the_best_sentence_is_never_one_of_the_continuation():
+    # the continuation matches the question far better, but it is context, not the passage
+    win = compose.compose(
+        "operating system tools written in Python reinstalling the whole system",
+        DELETE[:CHUNK_END],
+        embed=bag_of_words,
+        continuation=DELETE[CHUNK_END:],
+    )
+    assert win.start < CHUNK_END
+    assert win.quote.startswith(("That depends", "If someone"))
 
 
 def test_a_run_on_unit_is_cut_at_max_words():

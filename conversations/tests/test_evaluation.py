@@ -184,6 +184,28 @@ def test_a_quote_holding_the_sources_own_quotation_marks_is_read_whole():
     ]
 
 
+@pytest.mark.django_db
+def test_a_quote_running_on_into_its_section_counts_as_supported_and_an_invented_one_not(tenant):
+    from conversations.evaluation.runner import unsupported_sentences
+    from conversations.tests.helpcenter import index_document
+
+    body = " ".join(f"Claim step {i} needs form {i} signed by the owner." for i in range(60))
+    document = index_document(tenant, "Claims", f"# Claims\n\n## How\n\n{body}\n")
+    first, second = document.chunks.filter(version=document.version).order_by("ordinal")[:2]
+    last = first.text.rsplit(". ", 1)[-1]  # the chunk's last sentence, then the next chunk's
+    following = second.text[first.span_end - second.span_start :].strip().split(". ")[0]
+    running_on = f"{last} {following}."
+    cite = [{"index": 1, "title": "Claims", "chunk_id": first.pk}]
+    supported = Message(kind=Message.Kind.EXTRACTIVE, text=f"“{running_on}” [1]", citations=cite)
+    assert unsupported_sentences(supported, tenant) == []
+    invented = Message(
+        kind=Message.Kind.EXTRACTIVE,
+        text="“Claim step 3 needs no form at all.” [1]",
+        citations=cite,
+    )
+    assert unsupported_sentences(invented, tenant) != []
+
+
 # --------------------------------------------------------------------------- bad files
 
 

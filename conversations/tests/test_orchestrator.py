@@ -1,6 +1,8 @@
 """The orchestrator end to end against real PostgreSQL search (no model worker registered, so
 answers are extractive; the generative path is tested against vLLM in test_generation.py)."""
 
+import re
+
 import pytest
 from asgiref.sync import async_to_sync
 
@@ -93,6 +95,17 @@ def test_out_of_scope_question_is_refused_then_handed_off_when_weak_again(
     second = ask(conversation, "Who won the football world cup in 1998?", "c2")
     assert second.reply.kind == Message.Kind.HANDOFF
     assert second.handoff.reason == Handoff.Reason.WEAK_EVIDENCE
+
+
+def test_a_refusal_names_the_tenant_and_no_scope_the_tenant_did_not_write(
+    help_center, conversation
+):
+    outcome = ask(conversation, "What is the capital of Mongolia?", "c1")
+    assert outcome.reply.kind == Message.Kind.REFUSAL
+    assert conversation.tenant.name in outcome.reply.text
+    assert "person from our team" in outcome.reply.text
+    # a software project's users were told it sells "products, orders, shipping, returns"
+    assert not re.search(r"products|orders|shipping|returns", outcome.reply.text)
 
 
 def test_asking_for_a_human_opens_one_handoff_and_says_so(help_center, conversation):

@@ -60,6 +60,9 @@ class Passage:
     score: float  # fused RRF score
     evidence: float  # 0..1 evidence strength of this passage for the query
     url: str  # public page of the source passage, "" when customers cannot read it
+    # The text of its section that follows the chunk, up to the next chunk's end (what a quote
+    # may run on into when the chunk ends before the answer does); "" at the section's end.
+    continuation: str = ""
 
 
 @dataclass(frozen=True)
@@ -162,17 +165,27 @@ def _passages_fetch(
             " FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS w)"
         )
         evidence_params = [vector_literal(embedding), query]
+    # The next chunk of the same section: its text past this chunk's end (chunks overlap by a
+    # few sentences; when they do not, a block break stands for the whitespace between them,
+    # which is a sentence or block break: reading it from the version's text would detoast
+    # the whole document, measured at twice the fetch time).
     sql = f"""
         SELECT c.id, c.document_id, c.version, d.title, c.heading_path, c.span_start,
-               c.span_end, c.text, c.audience, {evidence_sql}
+               c.span_end, c.text, c.audience, {evidence_sql},
+               CASE WHEN n.span_start >= c.span_end THEN E'\\n\\n' || n.text
+                    WHEN n.span_end > c.span_end THEN substr(n.text, c.span_end - n.span_start + 1)
+                    ELSE '' END
         FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id
+        LEFT JOIN knowledge_chunk n ON n.document_id = c.document_id
+            AND n.version = c.version AND n.ordinal = c.ordinal + 1
+            AND n.heading_path = c.heading_path
         WHERE c.id = ANY(%s) AND {where}
     """  # noqa: S608 - fragments are constants; values are parameters
     with connections[replicas.read_alias()].cursor() as cursor:
         cursor.execute(sql, [*evidence_params, list(chunk_ids), *params])
         rows = cursor.fetchall()
     passages = []
-    for cid, doc_id, version, title, path, start, end, text, aud, cosine, coverage in rows:
+    for cid, doc_id, version, title, path, start, end, text, aud, cosine, coverage, more in rows:
         evidence = 0.0
         if embedding is not None:
             scaled = (float(cosine) - COSINE_LOW) / (COSINE_HIGH - COSINE_LOW)
@@ -195,6 +208,7 @@ def _passages_fetch(
                 score=0.0,
                 evidence=evidence,
                 url=url,
+                continuation=more or "",
             )
         )
     return passages

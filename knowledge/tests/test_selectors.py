@@ -1,8 +1,10 @@
 import random
 
 import pytest
+from django.core.files.base import ContentFile
 from django.db import connection
 
+from knowledge import services
 from knowledge.embeddings import embed_query
 from knowledge.models import Document
 from knowledge.selectors import (
@@ -14,6 +16,7 @@ from knowledge.selectors import (
     trigram_candidates,
     vector_candidates,
 )
+from supportbot.services import Actor
 
 from .conftest import upload_and_index
 from .factories import ChunkFactory, DocumentFactory, near_vector, random_unit_vector
@@ -249,3 +252,73 @@ def test_fulltext_pool_takes_heading_matches_before_body_only_matches(tenant, mo
     titled = ChunkFactory.create_batch(2, document=heading, text="Pay later in four parts.")
     ranked = fulltext_candidates(tenant=tenant, query="klarna refund", audience=Audience.customer())
     assert {i for i, _ in ranked} == {c.pk for c in titled}
+
+
+def _long_section(topic: str, sentences: int) -> str:
+    return " ".join(
+        f"Sentence {i} about {topic} says something different, number {i} of the section."
+        for i in range(sentences)
+    )
+
+
+def test_a_passage_carries_the_rest_of_its_section_up_to_the_next_chunks_end(tenant):
+    body = _long_section("warranty claims", 40)
+    document = upload_and_index(
+        tenant,
+        "warranty.md",
+        f"# Warranty\n\n## Claims\n\n{body}\n\n## Repairs\n\nRepairs take a week.\n".encode(),
+    )
+    version = document.versions.get(version=document.version)
+    chunks = list(document.chunks.filter(version=document.version).order_by("ordinal"))
+    claims = [c for c in chunks if c.heading_path == ["Warranty", "Claims"]]
+    assert len(claims) >= 3  # the section spans several overlapping chunks
+    passages = {
+        p.chunk_id: p for p in chunk_get_many(tenant=tenant, chunk_ids=[c.pk for c in chunks])
+    }
+    for this, following in zip(claims, claims[1:], strict=False):
+        # verbatim the version's text after this chunk, to the end of the next one
+        assert passages[this.pk].continuation == version.text[this.span_end : following.span_end]
+    # a section's last chunk runs on into nothing: the next chunk is another section's
+    assert passages[claims[-1].pk].continuation == ""
+    repairs = next(c for c in chunks if c.heading_path == ["Warranty", "Repairs"])
+    assert passages[repairs.pk].continuation == ""
+
+
+def test_a_continuation_stays_in_its_own_version_and_document(tenant, other_tenant):
+    old = upload_and_index(
+        tenant, "terms.md", f"# Terms\n\n{_long_section('old terms', 40)}\n".encode()
+    )
+    old_chunks = list(old.chunks.filter(version=old.version).values_list("pk", flat=True))
+    services.document_replace_file(
+        tenant=tenant,
+        document_id=old.pk,
+        file=ContentFile(f"# Terms\n\n{_long_section('new terms', 40)}\n".encode(), "terms.md"),
+        actor=Actor.system("test"),
+    )
+    services.document_index(document_id=old.pk, version=old.version + 1)
+    upload_and_index(
+        other_tenant, "theirs.md", f"# Terms\n\n{_long_section('old terms', 40)}\n".encode()
+    )
+    # answers that cited the superseded version still read its own text
+    cited = chunk_get_many(tenant=tenant, chunk_ids=old_chunks)
+    assert [p.continuation != "" for p in cited] == [True] * (len(cited) - 1) + [False]
+    assert all("new terms" not in p.continuation for p in cited)
+    live = search_passages(tenant=tenant, query="new terms sentence", audience=Audience.customer())
+    assert live.passages
+    assert all("old terms" not in p.continuation for p in live.passages)
+
+
+def test_chunks_that_do_not_overlap_are_joined_by_a_block_break(tenant):
+    # paragraphs longer than the overlap budget: the next chunk starts after a gap
+    paragraphs = "\n\n".join(_long_section(f"topic {i}", 4) for i in range(12))
+    document = upload_and_index(tenant, "guide.md", f"# Guide\n\n{paragraphs}\n".encode())
+    version = document.versions.get(version=document.version)
+    chunks = list(document.chunks.filter(version=document.version).order_by("ordinal"))
+    passages = {
+        p.chunk_id: p for p in chunk_get_many(tenant=tenant, chunk_ids=[c.pk for c in chunks])
+    }
+    gaps = [(a, b) for a, b in zip(chunks, chunks[1:], strict=False) if b.span_start >= a.span_end]
+    assert gaps
+    for this, following in gaps:
+        assert version.text[this.span_end : following.span_start].strip() == ""
+        assert passages[this.pk].continuation == "\n\n" + following.text
