@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from conversations.orchestrator import compose
+from conversations.orchestrator import compose, extractive
 from conversations.orchestrator.extractive import citations, extractive_draft
 from conversations.orchestrator.followup import is_follow_up
 from verification import quote_is_verbatim
@@ -227,6 +227,58 @@ def test_the_passage_under_the_heading_that_asks_the_question_is_quoted_first():
     draft = extractive_draft(query="is django stable", passages=[scale, stable], embed=bag_of_words)
     assert draft.passages[0] is stable
     assert draft.text.startswith("“Yes, it's quite stable.")
+
+
+def _sections(*evidence: float) -> list[FakePassage]:
+    """Passages of three different FAQ sections about refunds, with the given evidence."""
+    texts = [
+        "Refunds reach your card within five business days of the return arriving.",
+        "Refunds for gift purchases go to the gift card the order was paid with.",
+        "Refunds of shipping costs are made only when the item arrived damaged.",
+    ]
+    return [
+        FakePassage(
+            text, evidence=ev, chunk_id=n, document_id=n, heading_path=["FAQ", f"Section {n}"]
+        )
+        for n, (text, ev) in enumerate(zip(texts, evidence, strict=True), start=1)
+    ]
+
+
+def test_a_third_section_nearly_as_strong_as_the_first_is_quoted_too():
+    draft = extractive_draft(
+        query="when do refunds arrive", passages=_sections(0.9, 0.85, 0.75), embed=bag_of_words
+    )
+    assert [p.chunk_id for p in draft.passages] == [1, 2, 3]
+    assert re.findall(r"\[(\d)\]", draft.text) == ["1", "2", "3"]
+
+
+def test_a_third_section_below_the_third_ratio_is_left_out():
+    ratio = extractive.THIRD_PASSAGE_RATIO
+    weak_third = _sections(0.9, 0.85, 0.9 * ratio - 0.01)
+    draft = extractive_draft(
+        query="when do refunds arrive", passages=weak_third, embed=bag_of_words
+    )
+    assert [p.chunk_id for p in draft.passages] == [1, 2]
+    hedged = extractive_draft(
+        query="when do refunds arrive",
+        passages=_sections(0.9, 0.85, 0.85),
+        embed=bag_of_words,
+        max_quotes=1,
+    )
+    assert [p.chunk_id for p in hedged.passages] == [1]
+
+
+def test_three_parts_of_one_entry_are_quoted_in_the_entrys_order():
+    parts = [
+        f"Part {n} of the refund entry says step {n} comes now, and only then." for n in range(3)
+    ]
+    entry = [
+        FakePassage(parts[n], evidence=ev, chunk_id=n + 1, span=(100 * n, 100 * n + 60))
+        for n, ev in [(2, 0.9), (0, 0.88), (1, 0.86)]  # ranked: the last part first
+    ]
+    draft = extractive_draft(query="refund entry step", passages=entry, embed=bag_of_words)
+    assert [p.chunk_id for p in draft.passages] == [1, 2, 3]
+    assert draft.text.index("Part 0") < draft.text.index("Part 1") < draft.text.index("Part 2")
 
 
 # An entry whose lead does not answer on its own: the best sentence comes after some filler.
