@@ -1,6 +1,7 @@
 """The orchestrator end to end against real PostgreSQL search (no model worker registered, so
 answers are extractive; the generative path is tested against vLLM in test_generation.py)."""
 
+import dataclasses
 import re
 
 import pytest
@@ -106,6 +107,33 @@ def test_a_refusal_names_the_tenant_and_no_scope_the_tenant_did_not_write(
     assert "person from our team" in outcome.reply.text
     # a software project's users were told it sells "products, orders, shipping, returns"
     assert not re.search(r"products|orders|shipping|returns", outcome.reply.text)
+
+
+def _weakened(monkeypatch, evidence: float):
+    """Run the real search, then report its passages as weak evidence of `evidence` each."""
+    from conversations.orchestrator import turn
+
+    real = turn.knowledge.search_passages
+
+    def weak_search(**kwargs):
+        result = real(**kwargs)
+        passages = [dataclasses.replace(p, evidence=evidence) for p in result.passages]
+        return dataclasses.replace(result, passages=passages, strength="weak")
+
+    monkeypatch.setattr(turn.knowledge, "search_passages", weak_search)
+
+
+def test_weak_evidence_asks_back_quoting_the_two_closest_sections(
+    help_center, conversation, monkeypatch
+):
+    _weakened(monkeypatch, evidence=0.4)
+    outcome = ask(conversation, "What happens if my order arrives damaged?", "c1")
+    reply = outcome.reply
+    assert reply.kind == Message.Kind.CLARIFY
+    assert "The closest things in our help center are:" in reply.text
+    assert re.findall(r"” \[(\d)\]", reply.text) == ["1", "2"]
+    assert len({(c["document_id"], c["heading"]) for c in reply.citations}) == 2
+    assert reply.text.rstrip().endswith("a person from our team.")
 
 
 def test_asking_for_a_human_opens_one_handoff_and_says_so(help_center, conversation):
