@@ -7,11 +7,21 @@ orchestrator then sends a turn's events straight to the connection that asked
 (`TurnEvents.publish` sees the lost group send), so a customer's own socket keeps getting its
 answers from PostgreSQL-backed turns; other tabs and agents catch up from the saved history
 when Redis is back (`session.start` with `last_message_id`, the console refetches).
+
+Receiving on a process-local channel (every consumer's) goes through one pump task per event
+loop: it pops the process's Redis channel and hands each message to its consumer's buffer.
+channels-redis instead lets whichever consumer holds its receive lock pop for all of them; a
+consumer whose socket closes is cancelled in the middle of that pop, and under load (128
+chats, sockets closing as others wait) the cancel stuck for daphne's 10 s close timeout, the
+other consumers of the process waited behind the lock, and a popped message could be lost
+with it: a chat's `answer.completed` never arrived. Now a cancelled consumer only stops
+waiting on its own buffer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 
@@ -21,6 +31,9 @@ from channels_redis.core import RedisChannelLayer
 logger = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+# A buffer nobody has waited on for this long belongs to a consumer that is gone (channel
+# names are never reused); channels-redis expires undelivered messages after 60 s as well.
+IDLE_BUFFER_S = 120.0
 _ERRORS = (redis.RedisError, OSError)
 
 
@@ -35,13 +48,80 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             ResilientRedisChannelLayer._last_warning = now
             logger.warning("channel layer %s failed (Redis unreachable?): %s", what, exc)
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._pumps: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task] = {}
+        self._waiting: collections.Counter[str] = collections.Counter()
+        self._last_used: dict[str, float] = {}
+        self._pruned_at = 0.0
+
     async def receive(self, channel):
+        """The next message of `channel`. Cancelling it loses no message: a process-local
+        channel is read from the buffer the pump fills (see the module docstring)."""
+        self.require_valid_channel_name(channel)  # raises TypeError for a bad name
+        if "!" not in channel:
+            while True:
+                try:
+                    return (await self.receive_single(channel))[1]
+                except _ERRORS as exc:
+                    self._warn("receive", exc)
+                    await asyncio.sleep(RETRY_S)
+        real_channel = self.non_local_name(channel)
+        if not real_channel.endswith(self.client_prefix + "!"):
+            raise ValueError(f"{channel!r} is not a channel of this process")
+        self._pump_ensure(real_channel)
+        self._waiting[channel] += 1
+        self._last_used[channel] = time.monotonic()
+        try:
+            return await self.receive_buffer[channel].get()
+        finally:
+            self._waiting[channel] -= 1
+            if not self._waiting[channel]:
+                del self._waiting[channel]
+            self._last_used[channel] = time.monotonic()
+
+    def _pump_ensure(self, real_channel: str) -> None:
+        loop = asyncio.get_running_loop()
+        key = (loop, real_channel)
+        pump = self._pumps.get(key)
+        if pump is None or pump.done():
+            for (other, name), task in list(self._pumps.items()):
+                if other.is_closed() or not other.is_running() or task.done():
+                    del self._pumps[(other, name)]
+                elif other is not loop:  # its pump would take this loop's messages
+                    raise RuntimeError("Two event loops are trying to receive() at once")
+            self._pumps[key] = loop.create_task(
+                self._pump(real_channel), name=f"channel-layer-pump {real_channel}"
+            )
+
+    async def _pump(self, real_channel: str) -> None:
+        """Pop the process's channel forever and buffer each message for its consumer."""
         while True:
             try:
-                return await super().receive(channel)
+                targets, message = await self.receive_single(real_channel)
             except _ERRORS as exc:
                 self._warn("receive", exc)
                 await asyncio.sleep(RETRY_S)
+                continue
+            except Exception:  # never let the pump die: every consumer would wait forever
+                logger.exception("channel layer pump failed; retrying")
+                await asyncio.sleep(RETRY_S)
+                continue
+            now = time.monotonic()
+            for target in targets if isinstance(targets, list) else [targets]:
+                self.receive_buffer[target].put_nowait(message)
+                self._last_used.setdefault(target, now)
+            self._prune(now)
+
+    def _prune(self, now: float) -> None:
+        """Drop the buffers of consumers that are gone (nobody waited on them for a while)."""
+        if now - self._pruned_at < IDLE_BUFFER_S / 4:
+            return
+        self._pruned_at = now
+        for channel, used in list(self._last_used.items()):
+            if now - used > IDLE_BUFFER_S and not self._waiting.get(channel):
+                del self._last_used[channel]
+                self.receive_buffer.pop(channel, None)
 
     async def group_add(self, group, channel):
         try:
