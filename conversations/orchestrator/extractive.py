@@ -71,7 +71,7 @@ def extractive_draft(
     text (another section, or another part of a long entry: shown in source order); each
     quote cited, its card showing the passage around it.
 
-    At most `max_quotes` quotes (a hedged reply quotes one). Passages are ranked by
+    At most `max_quotes` quotes (a hedged reply quotes two). Passages are ranked by
     evidence and by how well their heading asks the question; a
     follow-up's passages were found with the question it follows (`followup`), its quote is
     chosen for its own words."""
@@ -85,7 +85,7 @@ def extractive_draft(
     if not isinstance(embed, TurnEmbedder):
         embed = TurnEmbedder(embed, shared=None)  # each text embedded once here too
     # The passages the loop below composes in the common case (the best one, and the next
-    # whose evidence is close enough), embedded in one model call instead of one per passage:
+    # two whose evidence is close enough), embedded in one model call instead of one each:
     # a call costs about as much as four more sentences.
     best = ranked[0][0]
     close = [p for p, _, _ in ranked[1:] if p.evidence >= SECOND_PASSAGE_RATIO * best.evidence]
