@@ -208,13 +208,19 @@ def compose(
     The best sentence is one of `text`'s; the window runs on into `continuation` (the rest
     of the section, past the chunk's end) before it reaches back, since the answer follows
     the sentence that matches the question. Window offsets are into `text + continuation`."""
-    whole = text + continuation
-    units = passage_units(whole)
-    own = [u for u in units if u.start < len(text.rstrip())]
+    whole, units, own = split_passage(text, continuation)
     if not own:
         return None
     scores = unit_scores(query, own, embed=embed)
     return window(whole, units, scores, min_words=min_words, max_words=max_words, lead=lead)
+
+
+def split_passage(text: str, continuation: str = "") -> tuple[str, list[Unit], list[Unit]]:
+    """(text + continuation, its units, the units that start in `text`: the only ones a quote
+    may be anchored at, and so the only ones scored)."""
+    whole = text + continuation
+    units = passage_units(whole)
+    return whole, units, [u for u in units if u.start < len(text.rstrip())]
 
 
 def heading_similarity(query: str, headings: Sequence[str]) -> list[float]:

@@ -89,12 +89,13 @@ def extractive_draft(
     # a call costs about as much as four more sentences.
     best = ranked[0][0]
     close = [p for p, _, _ in ranked[1:] if p.evidence >= SECOND_PASSAGE_RATIO * best.evidence]
-    closer = [
-        p for p in close[1 : max_quotes - 1] if p.evidence >= THIRD_PASSAGE_RATIO * best.evidence
-    ]
-    likely = [best, *close[: min(1, max_quotes - 1)], *closer]
+    closer = [p for p in close[1:2] if p.evidence >= THIRD_PASSAGE_RATIO * best.evidence]
+    likely = [best, *close[:1], *closer][:max_quotes]
     distinct = sorted({h for h in headings if h})
-    embed([query, *distinct, *(u.text for p in likely for u in compose.passage_units(p.text))])
+    scored = (
+        u.text for p in likely for u in compose.split_passage(p.text, p.continuation)[2]
+    )  # the units `compose` scores, split as it splits them (the seam may join two)
+    embed([query, *distinct, *scored])
     cosines = _heading_cosines(query, distinct, embed)  # embedded just now: no model call
     chosen: list[tuple] = []
     for passage, sim, heading in ranked:
