@@ -50,7 +50,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._pumps: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task] = {}
+        self._pump_task: asyncio.Task | None = None  # the layer has one process channel
         self._waiting: collections.Counter[str] = collections.Counter()
         self._last_used: dict[str, float] = {}
         self._pruned_at = 0.0
@@ -82,17 +82,17 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
 
     def _pump_ensure(self, real_channel: str) -> None:
         loop = asyncio.get_running_loop()
-        key = (loop, real_channel)
-        pump = self._pumps.get(key)
-        if pump is None or pump.done():
-            for (other, name), task in list(self._pumps.items()):
-                if other.is_closed() or not other.is_running() or task.done():
-                    del self._pumps[(other, name)]
-                elif other is not loop:  # its pump would take this loop's messages
-                    raise RuntimeError("Two event loops are trying to receive() at once")
-            self._pumps[key] = loop.create_task(
-                self._pump(real_channel), name=f"channel-layer-pump {real_channel}"
-            )
+        pump = self._pump_task
+        if pump is not None and not pump.done():
+            owner = pump.get_loop()
+            if owner is loop:
+                return
+            if owner.is_running() and not owner.is_closed():  # it would take our messages
+                raise RuntimeError("Two event loops are trying to receive() at once")
+        # none yet, or the last one's loop has ended
+        self._pump_task = loop.create_task(
+            self._pump(real_channel), name=f"channel-layer-pump {real_channel}"
+        )
 
     async def _pump(self, real_channel: str) -> None:
         """Pop the process's channel forever and buffer each message for its consumer."""
