@@ -9,6 +9,7 @@ from django.templatetags.static import static
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_GET
 
+from actions.selectors import provider_config_get
 from supportbot.errors import NotFound
 from supportbot.selectors import tenant_frame_ancestors, tenant_get
 
@@ -22,10 +23,12 @@ def chat_page(request, tenant_slug: str):
     except NotFound as exc:
         raise Http404(str(exc)) from exc
     embedded = request.GET.get("embed") == "1"
+    provider = provider_config_get(tenant=tenant)
     response = render(
         request,
         "conversations/chat.html",
-        {"tenant": tenant, "embedded": embedded},
+        # the greeting names orders only where the tenant connected an order system
+        {"tenant": tenant, "embedded": embedded, "orders": bool(provider and provider.enabled)},
     )
     response._csp_replace = {"frame-ancestors": tenant_frame_ancestors(tenant=tenant)}
     return response

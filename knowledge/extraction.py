@@ -57,11 +57,12 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # topic">) dropped; 5: the source's spaces before punctuation kept ("git add ."), the
 # paragraphs and listings of a <dd> or <li> kept apart, the terms of a list of sections
 # (gitfaq) headings, an admonition's heading a label, callouts numbered with their command.
-# Others: 0, as before versions existed. (With HTML 5 a space closes up only before a
-# punctuation-only token and chunks split only at sentence ends, for every format: that
-# changed no PDF, Markdown or text passage of the demo, so those are not re-embedded for it;
-# a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 5, PDF: 0, MARKDOWN: 0, PLAIN: 0}
+# 6: code lines keep their indentation. Markdown 1: fenced and indented code keeps its lines
+# and their indentation (it was one collapsed line). Others: 0, as before versions existed.
+# (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
+# at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
+# demo, so those are not re-embedded for it; a new upload gets it.)
+EXTRACTOR_VERSIONS = {HTML: 6, PDF: 0, MARKDOWN: 1, PLAIN: 0}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -158,17 +159,13 @@ class Extracted:
         `text` may hold `_JOIN` where the extractor joined pieces: a space, or nothing before
         punctuation. Whitespace of the source stays (one space for a run of it).
 
-        With `keep_lines` (preformatted code) each line is collapsed on its own and the line
-        breaks stay. Raise ExtractionError when the text would pass the character limit or
-        the deadline has passed."""
+        With `keep_lines` (preformatted code) the line breaks stay and each line keeps its
+        indentation (`_code_lines`). Raise ExtractionError when the text would pass the
+        character limit or the deadline has passed."""
         self.limits.check_time()
         text = text.translate(_CONTROL)
-        if keep_lines:
-            lines = text.replace(_JOIN, " ").splitlines()
-            lines = (_LINE_SPACES.sub(" ", line).strip() for line in lines)
-            text = "\n".join(line for line in lines if line)
-        else:
-            text = _GAP.sub(_gap, text).strip()
+        joined = text.replace(_JOIN, " ")
+        text = _code_lines(joined) if keep_lines else _GAP.sub(_gap, text).strip()
         if not text:
             return
         separator = "\n\n" if self._length else ""
@@ -189,6 +186,20 @@ class Extracted:
     def end_sections(self, level: int) -> None:
         """End the sections of `level` and deeper (an empty heading block, no text)."""
         self.blocks.append(Block(text="", level=level, start=self._length, end=self._length))
+
+
+def _code_lines(text: str) -> str:
+    """A code block's lines: blank lines and trailing spaces dropped, the rest of each line's
+    spaces collapsed, its indentation kept (tabs as four spaces) less the indentation all its
+    lines share. Python's meaning is in its indentation."""
+    lines = []
+    for raw in text.expandtabs(4).splitlines():
+        body = _LINE_SPACES.sub(" ", raw).strip()
+        if body:
+            indent = len(raw) - len(raw.lstrip(" \t\u00a0"))
+            lines.append((indent, body))
+    shared = min((indent for indent, _ in lines), default=0)
+    return "\n".join(" " * (indent - shared) + body for indent, body in lines)
 
 
 def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | None:
@@ -793,7 +804,7 @@ def _extract_markdown(text: str, limits: Limits) -> Extracted:
             else:
                 result.add(content, level=heading_level)
         elif token.type in {"fence", "code_block"}:
-            result.add(token.content)
+            result.add(token.content, keep_lines=True)
     return result
 
 

@@ -91,6 +91,34 @@ def squash(text: str) -> str:
     return " ".join(text.split())
 
 
+def render(text: str, units: Sequence[Unit], first: int, last: int) -> str:
+    """Units `first`..`last` of `text` as the customer reads them: prose with its whitespace
+    squashed to single spaces (paragraphs run on), each line of a code block on a line of
+    its own with its indentation, a code block set off from the prose around it by a line
+    break. Only whitespace differs from the source (a verbatim check squashes it)."""
+    pieces: list[tuple[bool, int, int]] = []  # (code, start, end) per block's run of units
+    for k in range(first, last + 1):
+        unit = units[k]
+        if k > first and unit.block == units[k - 1].block and pieces[-1][0] == unit.code:
+            pieces[-1] = (unit.code, pieces[-1][1], unit.end)
+            continue
+        start = unit.start
+        if unit.code:  # from the start of its line: the indentation is part of the code
+            line = text.rfind("\n", 0, start) + 1
+            start = line if not text[line:start].strip() else start
+        pieces.append((unit.code, start, unit.end))
+    out = []
+    for i, (code, start, end) in enumerate(pieces):
+        if i:
+            out.append("\n" if code or pieces[i - 1][0] else " ")
+        if code:
+            lines = (line.rstrip() for line in text[start:end].split("\n"))
+            out.append("\n".join(line for line in lines if line.strip()))
+        else:
+            out.append(squash(text[start:end]))
+    return "".join(out)
+
+
 def passage_units(text: str) -> list[Unit]:
     """The passage's sentences with their positions (found in order, left to right) and
     blocks: extraction separates blocks by a blank line and keeps line breaks only inside
@@ -186,7 +214,7 @@ def window(
             break
         last += 1  # what "…include:" announces, the rest of a code block
     start, end = units[first].start, units[last].end
-    quote = squash(text[start:end])
+    quote = render(text, units, first, last)
     if words(first, last) > max_words:  # one run-on unit: cut at a word boundary
         quote = " ".join(quote.split()[:max_words])
         end = start + len(quote)

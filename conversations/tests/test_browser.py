@@ -3,6 +3,7 @@
 import re
 import sqlite3
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -255,4 +256,64 @@ def test_refund_card_confirm_shows_the_provider_result_and_cancel_executes_nothi
     assert [state for _, state in rows][-2:] == ["succeeded", "cancelled"]
     assert all(arguments.startswith("sb1:") and "12.00" not in arguments for arguments, _ in rows)
     context.close()
+    assert csp.violations == []
+
+
+STOVE_DOC = (
+    "# Stove fuel\n\n"
+    "Our trip planner computes the fuel a trip needs. To compute it yourself in Python, "
+    "write the fuel_needed function like this:\n\n"
+    "```python\n"
+    "def fuel_needed(days, people):\n"
+    "    grams = days * people * 25\n"
+    "    if grams < 100:\n"
+    "        grams = 100\n"
+    "    return grams\n"
+    "```\n\n"
+    "The result is in grams of isobutane; round up to the next canister size.\n"
+)
+UPLOAD = """
+from django.core.files.base import ContentFile
+from knowledge import services
+from supportbot.services import Actor, tenant_create
+tenant = tenant_create(slug="stove-docs", name="Stove docs")
+services.document_upload(
+    tenant=tenant, file=ContentFile({data!r}, name="stove-fuel.md"), actor=Actor.system("test")
+)
+"""
+
+
+def test_a_quoted_code_block_shows_its_lines_and_their_indentation(live_stack, browser, csp):
+    """A tenant of its own (the demo's answers stay as the other tests expect them)."""
+    live_stack.manage("shell", "-c", UPLOAD.format(data=STOVE_DOC.encode()))
+    for _ in range(120):
+        ready = live_stack.sql(
+            "SELECT count(*) FROM knowledge_document d JOIN supportbot_tenant t "
+            "ON t.id = d.tenant_id WHERE t.slug = 'stove-docs' AND d.status = 'ready'"
+        )
+        if ready[0][0]:
+            break
+        time.sleep(0.5)
+    page = csp.watch(browser.new_page(viewport={"width": 420, "height": 820}))
+    page.goto(f"{live_stack.url}/chat/stove-docs/")
+    page.wait_for_selector("#status:has-text('Online')", timeout=20000)
+    page.fill("#input", "how do i write the fuel_needed function in python")
+    page.click("#send")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('article.msg.bot .body')]"
+        ".some(b => /return grams/.test(b.textContent))",
+        timeout=30000,
+    )
+    shown = page.locator("article.msg.bot .body").last.inner_text()
+    assert (
+        "like this:\n"
+        "def fuel_needed(days, people):\n"
+        "    grams = days * people * 25\n"
+        "    if grams < 100:\n"
+        "        grams = 100\n"
+        "    return grams\n"
+        "The result is in grams"
+    ) in shown
+    page.screenshot(path=f"{SHOTS}/chat-code-answer.png")
+    page.close()
     assert csp.violations == []

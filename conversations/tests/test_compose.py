@@ -443,7 +443,7 @@ def test_a_quote_does_not_stop_inside_a_code_block_or_on_a_sentence_announcing_o
         max_words=40,
     )
     assert "Set the relationship itself instead, and the foreign key follows:" in win.quote
-    assert win.quote.endswith("o.foo = foo session.commit()")
+    assert win.quote.endswith("follows:\nfoo = session.get(Foo, 7)\no.foo = foo\nsession.commit()")
     # without room for the whole block the quote stops before it instead of inside it
     tight = compose.compose(
         "how do i set the relationship so the foreign key follows",
@@ -453,6 +453,49 @@ def test_a_quote_does_not_stop_inside_a_code_block_or_on_a_sentence_announcing_o
         max_words=24,
     )
     assert "o.foo = foo" not in tight.quote or tight.quote.endswith("session.commit()")
+
+
+INDENTED = (
+    "Pass a default that is built on every call instead of once, when the function is "
+    "defined:\n\n"
+    "def append_to(element, to=None):\n"
+    "    if to is None:\n"
+    "        to = []\n"
+    "    to.append(element)\n"
+    "    return to\n\n"
+    "A new list is made each time the function is called without a list. The same goes "
+    "for dicts and sets."
+)
+
+
+def test_a_quoted_code_block_keeps_its_lines_and_their_indentation():
+    win = compose.compose(
+        "how do i stop the default list being shared between calls",
+        INDENTED,
+        embed=bag_of_words,
+        min_words=30,
+        max_words=60,
+    )
+    assert (
+        "when the function is defined:\n"
+        "def append_to(element, to=None):\n"
+        "    if to is None:\n"
+        "        to = []\n"
+        "    to.append(element)\n"
+        "    return to\n"
+        "A new list is made each time"
+    ) in win.quote
+    assert quote_is_verbatim(win.quote, INDENTED) == []
+
+
+def test_a_prose_quote_runs_its_paragraphs_on_one_line():
+    units = compose.passage_units(DELETE)
+    anchor_first = [1.0] + [0.0] * (len(units) - 1)
+    win = compose.window(DELETE, units, anchor_first, min_words=200, max_words=300)
+    assert (win.first, win.last) == (0, len(units) - 1)
+    assert "\n" not in win.quote
+    assert "Control Panel. If Python was installed by a third-party application" in win.quote
+    assert win.quote == compose.squash(DELETE[win.start : win.end])
 
 
 def test_a_one_sentence_entry_is_quoted_whole_with_nothing_to_complete():

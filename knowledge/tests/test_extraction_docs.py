@@ -4,7 +4,7 @@ code blocks with their lines, no permalink marks, the role="main" region only.""
 from pathlib import Path
 
 from knowledge.chunking import chunk_document
-from knowledge.extraction import HTML, extract
+from knowledge.extraction import HTML, MARKDOWN, extract
 
 DEV_FAQ = Path(__file__).resolve().parents[2] / "demo" / "dev_faq" / "pages"
 
@@ -38,6 +38,33 @@ def test_a_code_block_keeps_its_lines():
     assert ">>> from django.db import connection\n>>> connection.queries" in result.text
     for block in result.blocks:
         assert result.text[block.start : block.end] == block.text
+
+
+def test_a_code_block_keeps_each_lines_indentation_less_what_all_lines_share():
+    result = extract(
+        data=_html(
+            "<main><h1>Defaults</h1><p>Build it on every call:</p><pre>"
+            "  def append_to(element, to=None):\n"
+            "      if to is None:\n"
+            "          to  =  []\n"
+            "\n"
+            "      return to   \n</pre><p>A new list each time.</p></main>"
+        ),
+        content_type=HTML,
+    )
+    assert (
+        "def append_to(element, to=None):\n    if to is None:\n        to = []\n    return to"
+    ) in result.text
+    assert "\n\nA new list each time." in result.text
+    for block in result.blocks:
+        assert result.text[block.start : block.end] == block.text
+
+
+def test_a_markdown_code_fence_keeps_its_lines_and_indentation():
+    md = b"# Defaults\n\nBuild it:\n\n```python\ndef f(to=None):\n    if to is None:\n"
+    md += b"        to = []\n```\n"
+    result = extract(data=md, content_type=MARKDOWN)
+    assert "def f(to=None):\n    if to is None:\n        to = []" in result.text
 
 
 def test_permalink_marks_leave_headings():

@@ -115,7 +115,7 @@ def test_reextracting_one_tenant_leaves_the_others_documents_alone(tenant, other
 
 
 def test_a_change_to_html_extraction_never_reindexes_other_formats(tenant):
-    notes = upload_and_index(tenant, "notes.md", b"# Notes\n\nReturn items within 30 days.\n")
+    notes = upload_and_index(tenant, "notes.txt", b"Notes\n\nReturn items within 30 days.\n")
     page = upload_and_index(tenant, "page.html", A)
     _outdated(notes)
     _outdated(page)
