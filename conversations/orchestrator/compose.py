@@ -55,6 +55,7 @@ PARAGRAPH_REACH = 60
 _GOES_ON = re.compile(r"^[a-z]")
 
 _WORD = re.compile(r"\S+")
+_WORDLIKE = re.compile(r"\w")
 _BLOCK_BREAK = re.compile(r"\n\n")
 
 
@@ -213,6 +214,8 @@ def window(
         if not (announces or in_code):
             break
         last += 1  # what "…include:" announces, the rest of a code block
+    while first < last and not _WORDLIKE.search(units[first].text):
+        first += 1  # never open on a stray mark (". To start…" after a code block in a sentence)
     start, end = units[first].start, units[last].end
     quote = render(text, units, first, last)
     if words(first, last) > max_words:  # one run-on unit: cut at a word boundary

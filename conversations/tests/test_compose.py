@@ -498,6 +498,30 @@ def test_a_prose_quote_runs_its_paragraphs_on_one_line():
     assert win.quote == compose.squash(DELETE[win.start : win.end])
 
 
+STRAY_MARK = (
+    "You can check the status of any service by the command\n\n"
+    "service package status\n\n"
+    ". To start or stop a service, run\n\n"
+    "service package start\n\n"
+    "and\n\n"
+    "service package stop"
+)
+
+
+def test_a_quote_never_opens_on_a_stray_mark_left_by_a_code_block_inside_a_sentence():
+    units = compose.passage_units(STRAY_MARK)
+    assert any(u.text == "." for u in units)  # the rest of the interrupted sentence
+    win = compose.compose(
+        "how do i start or stop a service",
+        STRAY_MARK,
+        embed=bag_of_words,
+        min_words=8,
+        max_words=20,
+    )
+    assert win.quote.startswith("To start or stop a service, run")
+    assert quote_is_verbatim(win.quote, STRAY_MARK) == []
+
+
 def test_a_one_sentence_entry_is_quoted_whole_with_nothing_to_complete():
     text = "No, only single-column primary keys are supported."
     units = compose.passage_units(text)
