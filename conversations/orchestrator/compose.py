@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verification import content_words, split_sentences
+from verification import ELLIPSIS, content_words, split_sentences
 
 # First measured on demo/dev_faq alone (30 words lost 3 key facts and 4 follow-ups against
 # 50-90). On the five development sets and the demo together, 60-110 quotes 7 key facts more
@@ -197,6 +197,8 @@ def window(
         first = best - 1  # "Make sure that:" / "Then do this:" introduces what follows
     elif opening < best and words(opening, best - 1) <= PARAGRAPH_REACH:
         first = opening  # the paragraph's first sentence states what the rest explains
+    while first < best and words(first, best) > max_words:
+        first += 1  # what leads up to the best unit gives way to it (never cut mid-sentence)
 
     while last + 1 < len(units) and words(first, last) < min_words:
         if words(first, last + 1) > max_words:
@@ -218,9 +220,10 @@ def window(
         first += 1  # never open on a stray mark (". To start…" after a code block in a sentence)
     start, end = units[first].start, units[last].end
     quote = render(text, units, first, last)
-    if words(first, last) > max_words:  # one run-on unit: cut at a word boundary
+    if words(first, last) > max_words:  # one run-on unit: cut at a word boundary, marked
         quote = " ".join(quote.split()[:max_words])
         end = start + len(quote)
+        quote += ELLIPSIS.rstrip()
     return Window(quote, first, last, scores[best], start, end)
 
 

@@ -141,11 +141,11 @@ def test_the_best_sentence_is_never_one_of_the_continuation():
     assert win.quote.startswith(("That depends", "If someone"))
 
 
-def test_a_run_on_unit_is_cut_at_max_words():
+def test_a_run_on_unit_is_cut_at_max_words_and_marked():
     text = " ".join(["word"] * 300) + "."
     win = compose.compose("word", text, embed=bag_of_words)
-    assert len(win.quote.split()) == compose.MAX_WORDS
-    assert win.quote in compose.squash(text)
+    assert win.quote == " ".join(["word"] * compose.MAX_WORDS) + " …"
+    assert quote_is_verbatim(win.quote, text) == []
 
 
 def test_the_reply_has_no_opener_and_every_quote_is_verbatim_and_cited():
@@ -520,6 +520,24 @@ def test_a_quote_never_opens_on_a_stray_mark_left_by_a_code_block_inside_a_sente
     )
     assert win.quote.startswith("To start or stop a service, run")
     assert quote_is_verbatim(win.quote, STRAY_MARK) == []
+
+
+LEAD_UP = (
+    "Workers hold on to messages they have received but not yet acknowledged, and they "
+    "keep them until the connection to the broker closes for whatever reason at all. "
+    "Messages that are not acknowledged are delivered again to another worker once the "
+    "connection of the worker that held them closes, so a task can run twice when a worker "
+    "is killed while it runs one."
+)
+
+
+def test_a_quote_drops_its_lead_up_rather_than_end_in_the_middle_of_the_best_sentence():
+    units = compose.passage_units(LEAD_UP)
+    assert [u.block for u in units] == [0, 0]
+    scores = [0.1, 0.9]  # the second sentence answers; the paragraph's first leads up to it
+    win = compose.window(LEAD_UP, units, scores, min_words=25, max_words=60)
+    assert win.quote.startswith("Messages that are not acknowledged")
+    assert win.quote.endswith("while it runs one.")
 
 
 def test_a_one_sentence_entry_is_quoted_whole_with_nothing_to_complete():
