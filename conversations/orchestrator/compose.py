@@ -14,7 +14,9 @@ back, since the answer follows the sentence that matches the question ("…then 
 with an error like: …" and then the cause), and chunk boundaries are the index's, not the
 author's. A quote does not start inside a code block
 (it starts at the sentence introducing the block) nor stop on a sentence that announces
-what follows ("…include:") or inside a code block, while MAX_WORDS allows.
+what follows ("…include:") or inside a code block, while MAX_WORDS allows. The quote is laid
+out as the reader needs it (`layout`): prose on one line, each code line on a line of its own
+with its indentation; only whitespace differs from the source.
 
 Long entries (several paragraphs with code between them, demo/dev_sqlalchemy_faq) are why the
 paragraph start, the code rules and the completion exist: a code line that repeats the
@@ -90,34 +92,6 @@ class Window:
 
 def squash(text: str) -> str:
     return " ".join(text.split())
-
-
-def render(text: str, units: Sequence[Unit], first: int, last: int) -> str:
-    """Units `first`..`last` of `text` as the customer reads them: prose with its whitespace
-    squashed to single spaces (paragraphs run on), each line of a code block on a line of
-    its own with its indentation, a code block set off from the prose around it by a line
-    break. Only whitespace differs from the source (a verbatim check squashes it)."""
-    pieces: list[tuple[bool, int, int]] = []  # (code, start, end) per block's run of units
-    for k in range(first, last + 1):
-        unit = units[k]
-        if k > first and unit.block == units[k - 1].block and pieces[-1][0] == unit.code:
-            pieces[-1] = (unit.code, pieces[-1][1], unit.end)
-            continue
-        start = unit.start
-        if unit.code:  # from the start of its line: the indentation is part of the code
-            line = text.rfind("\n", 0, start) + 1
-            start = line if not text[line:start].strip() else start
-        pieces.append((unit.code, start, unit.end))
-    out = []
-    for i, (code, start, end) in enumerate(pieces):
-        if i:
-            out.append("\n" if code or pieces[i - 1][0] else " ")
-        if code:
-            lines = (line.rstrip() for line in text[start:end].split("\n"))
-            out.append("\n".join(line for line in lines if line.strip()))
-        else:
-            out.append(squash(text[start:end]))
-    return "".join(out)
 
 
 def passage_units(text: str) -> list[Unit]:
@@ -219,7 +193,10 @@ def window(
     while first < last and not _WORDLIKE.search(units[first].text):
         first += 1  # never open on a stray mark (". To start…" after a code block in a sentence)
     start, end = units[first].start, units[last].end
-    quote = render(text, units, first, last)
+    line = text.rfind("\n", 0, start) + 1
+    if units[first].code and not text[line:start].strip():
+        start = line  # a code line's indentation is part of it
+    quote = layout(text[start:end])
     if words(first, last) > max_words:  # one run-on unit: cut at a word boundary, marked
         quote = " ".join(quote.split()[:max_words])
         end = start + len(quote)
@@ -275,23 +252,45 @@ def heading_similarity(query: str, headings: Sequence[str]) -> list[float]:
 CARD_CHARS = 400
 
 
+def layout(text: str) -> str:
+    """Text as the reader sees it in a quote: prose squashed to single spaces, each line of a
+    code block (a blank-line-separated block holding a line break) on a line of its own
+    with its indentation, a line break between a code block and the prose beside it."""
+    out: list[str] = []
+    previous_code = False
+    for block in _BLOCK_BREAK.split(text):
+        if not block.strip():
+            continue
+        code = "\n" in block.strip()
+        if code:
+            body = "\n".join(line.rstrip() for line in block.split("\n") if line.strip())
+        else:
+            body = squash(block)
+        if out:
+            out.append("\n" if code or previous_code else " ")
+        out.append(body)
+        previous_code = code
+    return "".join(out)
+
+
 def surrounding(text: str, win: Window) -> str:
-    """What the citation card shows: the passage around the quote (at most CARD_CHARS),
-    or "" when the quote is all of the passage (never the same words twice)."""
-    whole = squash(text)
-    if squash(win.quote) == whole:
+    """What the citation card shows: the passage around the quote (at most CARD_CHARS, code
+    laid out as in the quote), or "" when the quote is all of the passage (never the same
+    words twice)."""
+    if squash(win.quote) == squash(text):
         return ""
+    whole = layout(text)
     if len(whole) <= CARD_CHARS:
         return whole
-    before = squash(text[: win.start])
-    quote = squash(text[win.start : win.end])
-    after = squash(text[win.end :])
+    before = layout(text[: win.start])
+    quote = layout(text[win.start : win.end])
+    after = layout(text[win.end :])
     room = max(0, CARD_CHARS - len(quote))
     lead = before[-(room // 2) :] if room // 2 and before else ""
     if lead and len(lead) < len(before):
-        lead = lead.split(" ", 1)[-1]  # start at a word, not inside one
+        lead = re.split(r"\s", lead, maxsplit=1)[-1]  # start at a word, not inside one
     tail = after[: max(0, room - len(lead) - 2)] if after else ""
     if tail and len(tail) < len(after):
-        tail = tail.rsplit(" ", 1)[0]
+        tail = re.split(r"\s(?=\S*$)", tail, maxsplit=1)[0]
     card = " ".join(p for p in (lead, quote, tail) if p)
     return card[:CARD_CHARS]

@@ -488,6 +488,17 @@ def test_a_quoted_code_block_keeps_its_lines_and_their_indentation():
     assert quote_is_verbatim(win.quote, INDENTED) == []
 
 
+def test_the_card_lays_out_code_around_the_quote_as_the_quote_does():
+    units = compose.passage_units(INDENTED)
+    last = len(units) - 1  # "The same goes for dicts and sets."
+    anchor_last = [0.0] * last + [1.0]
+    win = compose.window(INDENTED, units, anchor_last, min_words=5, max_words=12)
+    assert "def" not in win.quote
+    card = compose.surrounding(INDENTED, win)
+    assert "def append_to(element, to=None):\n    if to is None:\n        to = []" in card
+    assert compose.squash(win.quote) in compose.squash(card)
+
+
 def test_a_prose_quote_runs_its_paragraphs_on_one_line():
     units = compose.passage_units(DELETE)
     anchor_first = [1.0] + [0.0] * (len(units) - 1)
