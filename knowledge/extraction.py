@@ -188,18 +188,24 @@ class Extracted:
         self.blocks.append(Block(text="", level=level, start=self._length, end=self._length))
 
 
+# A code line's indentation is kept up to this many columns past the block's shared
+# indentation (a deeper one is clamped: spaces are not content, and a hostile page could
+# pad every line with megabytes of them).
+MAX_INDENT = 40
+
+
 def _code_lines(text: str) -> str:
     """A code block's lines: blank lines and trailing spaces dropped, the rest of each line's
-    spaces collapsed, its indentation kept (tabs as four spaces) less the indentation all its
-    lines share. Python's meaning is in its indentation."""
+    spaces collapsed, its indentation kept (a tab as four columns) less the indentation all
+    its lines share, at most MAX_INDENT columns. Python's meaning is in its indentation."""
     lines = []
-    for raw in text.expandtabs(4).splitlines():
+    for raw in text.splitlines():
         body = _LINE_SPACES.sub(" ", raw).strip()
         if body:
-            indent = len(raw) - len(raw.lstrip(" \t\u00a0"))
-            lines.append((indent, body))
+            lead = raw[: len(raw) - len(raw.lstrip())]
+            lines.append((len(lead) + 3 * lead.count("\t"), body))
     shared = min((indent for indent, _ in lines), default=0)
-    return "\n".join(" " * (indent - shared) + body for indent, body in lines)
+    return "\n".join(" " * min(indent - shared, MAX_INDENT) + body for indent, body in lines)
 
 
 def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | None:

@@ -4,7 +4,7 @@ code blocks with their lines, no permalink marks, the role="main" region only.""
 from pathlib import Path
 
 from knowledge.chunking import chunk_document
-from knowledge.extraction import HTML, MARKDOWN, extract
+from knowledge.extraction import HTML, MARKDOWN, MAX_INDENT, extract
 
 DEV_FAQ = Path(__file__).resolve().parents[2] / "demo" / "dev_faq" / "pages"
 
@@ -58,6 +58,13 @@ def test_a_code_block_keeps_each_lines_indentation_less_what_all_lines_share():
     assert "\n\nA new list each time." in result.text
     for block in result.blocks:
         assert result.text[block.start : block.end] == block.text
+
+
+def test_a_code_lines_indentation_is_clamped_so_padding_cannot_bloat_the_text():
+    padded = "x = 1\n" + " " * 200_000 + "y = 2\n" + "\t" * 50_000 + "z = 3\n"
+    result = extract(data=_html(f"<main><h1>Pad</h1><pre>{padded}</pre></main>"), content_type=HTML)
+    block = [b.text for b in result.blocks if "x = 1" in b.text][0]
+    assert block == "x = 1\n" + " " * MAX_INDENT + "y = 2\n" + " " * MAX_INDENT + "z = 3"
 
 
 def test_a_markdown_code_fence_keeps_its_lines_and_indentation():
