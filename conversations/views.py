@@ -23,12 +23,15 @@ def chat_page(request, tenant_slug: str):
     except NotFound as exc:
         raise Http404(str(exc)) from exc
     embedded = request.GET.get("embed") == "1"
-    provider = provider_config_get(tenant=tenant)
     response = render(
         request,
         "conversations/chat.html",
         # the greeting names orders only where the tenant connected an order system
-        {"tenant": tenant, "embedded": embedded, "orders": bool(provider and provider.enabled)},
+        {
+            "tenant": tenant,
+            "embedded": embedded,
+            "orders": provider_config_get(tenant=tenant) is not None,  # enabled ones only
+        },
     )
     response._csp_replace = {"frame-ancestors": tenant_frame_ancestors(tenant=tenant)}
     return response

@@ -164,8 +164,7 @@ class Extracted:
         character limit or the deadline has passed."""
         self.limits.check_time()
         text = text.translate(_CONTROL)
-        joined = text.replace(_JOIN, " ")
-        text = _code_lines(joined) if keep_lines else _GAP.sub(_gap, text).strip()
+        text = _code_lines(text.replace(_JOIN, " ")) if keep_lines else _GAP.sub(_gap, text).strip()
         if not text:
             return
         separator = "\n\n" if self._length else ""

@@ -94,6 +94,12 @@ def squash(text: str) -> str:
     return " ".join(text.split())
 
 
+def is_code(block: str) -> bool:
+    """Is a blank-line-separated block code? Extraction keeps line breaks only inside
+    preformatted blocks, so a block holding one is code."""
+    return "\n" in block.strip()
+
+
 def passage_units(text: str) -> list[Unit]:
     """The passage's sentences with their positions (found in order, left to right) and
     blocks: extraction separates blocks by a blank line and keeps line breaks only inside
@@ -101,7 +107,7 @@ def passage_units(text: str) -> list[Unit]:
     breaks = [m.start() for m in _BLOCK_BREAK.finditer(text)]
     bounds = [0, *(b + 2 for b in breaks), len(text) + 2]
     code_blocks = {
-        i for i in range(len(bounds) - 1) if "\n" in text[bounds[i] : bounds[i + 1] - 2].strip()
+        i for i in range(len(bounds) - 1) if is_code(text[bounds[i] : bounds[i + 1] - 2])
     }
     units: list[Unit] = []
     cursor = 0
@@ -261,7 +267,7 @@ def layout(text: str) -> str:
     for block in _BLOCK_BREAK.split(text):
         if not block.strip():
             continue
-        code = "\n" in block.strip()
+        code = is_code(block)
         if code:
             body = "\n".join(line.rstrip() for line in block.split("\n") if line.strip())
         else:
