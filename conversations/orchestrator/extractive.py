@@ -13,7 +13,7 @@ from conversations.orchestrator.base import Draft, TurnEmbedder
 from knowledge.embeddings import embed_texts
 from verification import content_words, split_sentences
 
-EXTRACTIVE_PROMPT_VERSION = "extractive-v6"  # cache keys: v6 keeps code lines, no mid-sentence cut
+EXTRACTIVE_PROMPT_VERSION = "extractive-v7"  # cache keys: v7 quotes more of an entry that asks it
 # A second passage (another section, or another part of a long entry) is quoted too when its
 # search evidence is this close: 0.7 quotes 3 key facts and 1 follow-up more than 0.8 on the
 # five development sets and the demo (0.8 had been measured on the demo and dev-sqlalchemy
@@ -105,8 +105,11 @@ def extractive_draft(
             continue
         if len(chosen) == 2 and passage.evidence < THIRD_PASSAGE_RATIO * chosen[0][0].evidence:
             continue
+        lead = sim >= LEAD_MIN_SIM or cosines.get(heading, 0.0) >= LEAD_MIN_COSINE
         if chosen:
             limits = (compose.SECOND_MIN_WORDS, compose.SECOND_MAX_WORDS)
+        elif lead:
+            limits = (compose.LEAD_MIN_WORDS, compose.LEAD_MAX_WORDS)
         else:
             limits = (compose.MIN_WORDS, compose.MAX_WORDS)
         win = compose.compose(
@@ -115,7 +118,7 @@ def extractive_draft(
             embed=embed,
             min_words=limits[0],
             max_words=limits[1],
-            lead=sim >= LEAD_MIN_SIM or cosines.get(heading, 0.0) >= LEAD_MIN_COSINE,
+            lead=lead,
             continuation=passage.continuation,
         )
         if win is None:

@@ -327,6 +327,37 @@ def test_a_heading_that_means_the_question_in_other_words_anchors_the_quote_at_i
     )
 
 
+# An entry whose fact sits about eighty words past its lead, with more of the entry after it.
+TOASTER_LEAD = "Python can run on a toaster, with some care."
+TOASTER_FACT = "The toaster needs at least 64 megabytes of memory for the interpreter."
+TOASTER = " ".join(
+    [
+        TOASTER_LEAD,
+        *(f"Older boards were slower, and builds took hours, board {n}." for n in range(8)),
+        TOASTER_FACT,
+        *(f"Cooling matters too, fans help, and so does airflow {n}." for n in range(6)),
+    ]
+)
+
+
+def test_an_entry_under_a_heading_that_asks_the_question_is_quoted_further():
+    """The entry is the answer: its first quote runs to LEAD_MIN_WORDS (at most
+    LEAD_MAX_WORDS), where a quote of another section stops at MIN_WORDS."""
+    asked = "can python run on a toaster"
+    entry = FakePassage(TOASTER, heading_path=["FAQ", "Can Python run on a toaster?"])
+    draft = extractive_draft(query=asked, passages=[entry], embed=bag_of_words)
+    quote = draft.text.split("” [1]")[0]
+    assert quote.startswith(f"“{TOASTER_LEAD}")
+    assert TOASTER_FACT in quote
+    assert compose.LEAD_MIN_WORDS <= len(quote.split()) <= compose.LEAD_MAX_WORDS
+    assert quote_is_verbatim(quote.strip("“”"), TOASTER) == []
+
+    elsewhere = FakePassage(TOASTER, heading_path=["FAQ", "Hardware notes"])
+    other = extractive_draft(query=asked, passages=[elsewhere], embed=bag_of_words).text
+    assert len(other.split("” [1]")[0].split()) <= compose.MAX_WORDS
+    assert TOASTER_FACT not in other
+
+
 def test_a_best_sentence_that_goes_on_from_the_one_before_is_quoted_with_it():
     """ "to return you to the branch…" finishes "Finally, run git bisect reset" (a command
     splits the sentence): the quote starts at the sentence it continues."""
