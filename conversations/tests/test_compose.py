@@ -358,6 +358,18 @@ def test_an_entry_under_a_heading_that_asks_the_question_is_quoted_further():
     assert TOASTER_FACT not in other
 
 
+def test_a_heading_sharing_two_of_the_questions_words_in_five_anchors_the_quote_at_its_lead():
+    """A Dice overlap of 0.4 is enough (a customer's question is wordier than a heading)."""
+    lead, best, text = PRONOUNCED_LEAD, PRONOUNCED_BEST, PRONOUNCED
+    asked = "my coworkers pronounce django differently at the office, which way is correct"
+    heading = "How is Django pronounced, and who is right?"
+    assert compose.heading_similarity(asked, [heading]) == [pytest.approx(0.4)]
+    passage = FakePassage(text, heading_path=["FAQ: General", heading])
+    reply = extractive_draft(query=asked, passages=[passage], embed=bag_of_words).text
+    assert reply.startswith(f"“{lead}")
+    assert best in reply
+
+
 def test_a_best_sentence_that_goes_on_from_the_one_before_is_quoted_with_it():
     """ "to return you to the branch…" finishes "Finally, run git bisect reset" (a command
     splits the sentence): the quote starts at the sentence it continues."""
