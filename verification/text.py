@@ -78,9 +78,13 @@ _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
 _MARKER_AFTER_STOP = re.compile(r"([.!?])((?:\s*\[\d{1,2}\])+)")
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split into sentences; a citation marker after the full stop stays with its sentence."""
-    text = _MARKER_AFTER_STOP.sub(r"\2\1", text or "")
+def split_sentences(text: str, *, verbatim: bool = False) -> list[str]:
+    """Split into sentences; a citation marker after the full stop stays with its sentence
+    (moved before the stop: "…supported [6]."), unless `verbatim`: then every sentence is a
+    substring of `text` (a source passage's footnote marks, "…supported. [6]", stay put)."""
+    text = text or ""
+    if not verbatim:
+        text = _MARKER_AFTER_STOP.sub(r"\2\1", text)
     parts = [p.strip() for p in _SENTENCE_RE.split(text)]
     return [p for p in parts if p]
 

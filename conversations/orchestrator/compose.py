@@ -14,7 +14,8 @@ back, since the answer follows the sentence that matches the question ("…then 
 with an error like: …" and then the cause), and chunk boundaries are the index's, not the
 author's. A quote does not start inside a code block
 (it starts at the sentence introducing the block) nor stop on a sentence that announces
-what follows ("…include:") or inside a code block, while MAX_WORDS allows. The quote is laid
+what follows ("…include:"), inside a code block or on a sentence the next block finishes
+("…run the command" and then the command), while MAX_WORDS allows. The quote is laid
 out as the reader needs it (`layout`): prose on one line, each code line on a line of its own
 with its indentation; only whitespace differs from the source.
 
@@ -63,6 +64,7 @@ _GOES_ON = re.compile(r"^[a-z]")
 
 _WORD = re.compile(r"\S+")
 _WORDLIKE = re.compile(r"\w")
+_ENDS_IN_WORD = re.compile(r"\w\s*$")
 _BLOCK_BREAK = re.compile(r"\n\n")
 
 
@@ -116,14 +118,22 @@ def passage_units(text: str) -> list[Unit]:
     }
     units: list[Unit] = []
     cursor = 0
-    for sentence in split_sentences(text):
+    for sentence in split_sentences(text, verbatim=True):
         at = text.find(sentence, cursor)
-        if at < 0:  # the splitter rewrote it (a citation marker moved): give up positions
+        if at < 0:  # cannot happen (verbatim sentences are substrings, in order): one unit
             return [Unit(text.strip(), 0, len(text))] if text.strip() else []
         block = bisect.bisect_right(breaks, at)
         units.append(Unit(sentence, at, at + len(sentence), block, block in code_blocks))
         cursor = at + len(sentence)
     return units
+
+
+def runs_on(unit: Unit, following: Unit) -> bool:
+    """Does a prose unit run on into the next block: no closing mark, a block break after
+    it ("…you can run the command" / "systemctl disable service.service", a table's rows)?
+    On the five development sets and the demo, finishing such a unit quotes 2 key facts more
+    and none fewer, for half a word more per reply."""
+    return not unit.code and following.block != unit.block and bool(_ENDS_IN_WORD.search(unit.text))
 
 
 def goes_on(sentence: str) -> bool:
@@ -198,9 +208,9 @@ def window(
     while last + 1 < len(units) and words(first, last + 1) <= max_words:
         announces = units[last].text.rstrip().endswith(":")
         in_code = units[last].code and units[last + 1].block == units[last].block
-        if not (announces or in_code):
+        if not (announces or in_code or runs_on(units[last], units[last + 1])):
             break
-        last += 1  # what "…include:" announces, the rest of a code block
+        last += 1  # what "…include:" announces, the rest of a code block or of a sentence
     while first < last and not _WORDLIKE.search(units[first].text):
         first += 1  # never open on a stray mark (". To start…" after a code block in a sentence)
     start, end = units[first].start, units[last].end

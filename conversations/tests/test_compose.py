@@ -370,6 +370,25 @@ def test_a_heading_sharing_two_of_the_questions_words_in_five_anchors_the_quote_
     assert best in reply
 
 
+def test_a_footnote_mark_after_a_full_stop_leaves_the_passage_its_sentences():
+    """A source's "…supported. [6]" once made the whole passage one unit: quoted from its
+    start whatever was asked, and cut mid-sentence at MAX_WORDS."""
+    text = (
+        "Debian boots by running init. Traditional init is also supported. [6]\n\n"
+        + " ".join(f"Targets replace runlevels in case {n}." for n in range(12))
+        + "\n\nTo stop a service from starting at boot, run systemctl disable.\n\n"
+        + " ".join(f"Unit files live in the system directory {n}." for n in range(12))
+    )
+    units = compose.passage_units(text)
+    assert len(units) > 20
+    assert all(text[u.start : u.end] == u.text for u in units)
+    asked = "how do i stop a service from starting at boot"
+    passage = FakePassage(text, heading_path=["FAQ", "Notes"])
+    reply = extractive_draft(query=asked, passages=[passage], embed=bag_of_words).text
+    assert reply.startswith("“To stop a service from starting at boot, run systemctl disable.")
+    assert not reply.endswith("…” [1]")
+
+
 def test_a_best_sentence_that_goes_on_from_the_one_before_is_quoted_with_it():
     """ "to return you to the branch…" finishes "Finally, run git bisect reset" (a command
     splits the sentence): the quote starts at the sentence it continues."""
@@ -592,6 +611,30 @@ def test_a_quote_drops_its_lead_up_rather_than_end_in_the_middle_of_the_best_sen
     win = compose.window(LEAD_UP, units, scores, min_words=25, max_words=60)
     assert win.quote.startswith("Messages that are not acknowledged")
     assert win.quote.endswith("while it runs one.")
+
+
+RUNS_ON = (
+    "The service is enabled when its package is installed. If you do not want it started at "
+    "boot, you can run the command\n\n"
+    "systemctl disable service.service\n\n"
+    "using the name of the unit file. Nothing else changes on the system then."
+)
+
+
+def test_a_sentence_the_next_block_finishes_is_quoted_with_that_block():
+    units = compose.passage_units(RUNS_ON)
+    assert [u.block for u in units] == [0, 0, 1, 2, 2]
+    scores = [0.2, 0.9, 0.1]  # "…you can run the command" answers best
+    win = compose.window(RUNS_ON, units, scores, min_words=10, max_words=60)
+    assert "run the command systemctl disable service.service using the name" in win.quote
+    assert win.quote.endswith("of the unit file.")
+
+
+def test_a_finished_sentence_or_a_code_line_does_not_pull_in_the_next_block():
+    text = "Run the installer now.\n\nRestart afterwards to finish the upgrade of the system."
+    units = compose.passage_units(text)
+    win = compose.window(text, units, [0.9, 0.1], min_words=2, max_words=60)
+    assert win.quote == "Run the installer now."
 
 
 def test_a_one_sentence_entry_is_quoted_whole_with_nothing_to_complete():

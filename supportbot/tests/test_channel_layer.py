@@ -17,8 +17,12 @@ from supportbot.channel_layer import ResilientRedisChannelLayer
 @pytest.fixture
 async def layer():
     config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    # The product's capacity: 40 consumers' 200 messages share the process channel, and the
+    # default 100 made a send fail (ChannelFull) whenever a loaded machine slowed the pump.
     layer = ResilientRedisChannelLayer(
-        hosts=config["hosts"], prefix=f"test-layer-{secrets.token_hex(4)}"
+        hosts=config["hosts"],
+        capacity=config["capacity"],
+        prefix=f"test-layer-{secrets.token_hex(4)}",
     )
     yield layer
     await layer.flush()
@@ -75,8 +79,13 @@ async def test_many_consumers_coming_and_going_each_get_every_message_once(layer
         sender = asyncio.ensure_future(
             asyncio.gather(*(layer.send(channel, {"type": "m", "i": i}) for i in range(5)))
         )
-        for _ in range(5):
-            got.append((await asyncio.wait_for(layer.receive(channel), 10))["i"])
+        try:
+            for _ in range(5):
+                got.append((await asyncio.wait_for(layer.receive(channel), 10))["i"])
+        except TimeoutError:
+            if sender.done() and sender.exception():
+                raise sender.exception() from None  # a send failed: say why, not "timeout"
+            raise
         others.cancel()  # a neighbour's socket closes mid-receive, again and again
         await sender
         return sorted(got)

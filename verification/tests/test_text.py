@@ -1,6 +1,6 @@
 import pytest
 
-from verification.text import content_words, stem
+from verification.text import content_words, split_sentences, stem
 
 
 @pytest.mark.parametrize(
@@ -26,3 +26,16 @@ def test_codes_numbers_and_foreign_words_stem_to_themselves(word):
 def test_a_megabyte_word_stems_without_error():
     word = "x" * 1_000_000
     assert stem(word) == word
+
+
+def test_verbatim_sentences_leave_a_footnote_mark_where_the_source_has_it():
+    text = "Other methods are also supported. [6]\n\nTo control the order, use targets."
+    assert split_sentences(text) == [
+        "Other methods are also supported [6].",
+        "To control the order, use targets.",
+    ]
+    assert split_sentences(text, verbatim=True) == [
+        "Other methods are also supported. [6]",
+        "To control the order, use targets.",
+    ]
+    assert split_sentences(None, verbatim=True) == []
