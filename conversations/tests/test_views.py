@@ -28,3 +28,22 @@ def test_a_tenant_with_an_order_system_offers_order_help(client, tenant):
 
 def test_the_greeting_is_one_line_because_the_log_keeps_white_space(client, tenant):
     assert "\n" not in _greeting(client, tenant)
+
+
+def test_another_tenants_order_system_does_not_reach_this_tenants_greeting(
+    client, tenant, other_tenant
+):
+    action_services.provider_config_set(
+        tenant=other_tenant, base_url="http://127.0.0.1:9/", token="t0ken-for-tests"
+    )
+    assert "your orders, returns and refunds" in _greeting(client, other_tenant)
+    assert "orders" not in _greeting(client, tenant)
+
+
+def test_a_disabled_order_system_is_not_offered(client, tenant):
+    config = action_services.provider_config_set(
+        tenant=tenant, base_url="http://127.0.0.1:9/", token="t0ken-for-tests"
+    )
+    config.enabled = False
+    config.save(update_fields=["enabled"])
+    assert "orders" not in _greeting(client, tenant)
