@@ -8,7 +8,11 @@ when the best goes on from it: "to return you to the branch…"; or at the sente
 it, when that one ends with a colon: a list or a command follows; or at the start of its
 paragraph, when that is within PARAGRAPH_REACH words), runs on through the sentences after it
 until it holds about MIN_WORDS words (never more than MAX_WORDS), and reaches back before the
-best sentence only when the passage ends first. A passage is a chunk of its section: the
+best sentence only when the passage ends first; it never ends on the best sentence itself
+while the next one fits (a second quote's best sentence can fill its 25 words alone: "Say you
+modify a branch with git reset --hard, and then realize…" and then the reflog that answers;
+on the five development sets and the demo one key fact more, none fewer, 3 words more a
+reply). A passage is a chunk of its section: the
 window runs on into the rest of the section (the search's `continuation`) before it reaches
 back, since the answer follows the sentence that matches the question ("…then it will fail
 with an error like: …" and then the cause), and chunk boundaries are the index's, not the
@@ -199,6 +203,8 @@ def window(
         if words(first, last + 1) > max_words:
             break
         last += 1
+    if last == best and last + 1 < len(units) and words(first, last + 1) <= max_words:
+        last += 1  # the answer follows the sentence that matches the question: never end on it
     while first > 0 and words(first, last) < min_words:
         if words(first - 1, last) > max_words:
             break

@@ -631,10 +631,27 @@ def test_a_sentence_the_next_block_finishes_is_quoted_with_that_block():
 
 
 def test_a_finished_sentence_or_a_code_line_does_not_pull_in_the_next_block():
-    text = "Run the installer now.\n\nRestart afterwards to finish the upgrade of the system."
+    text = (
+        "Run the installer now. It takes a minute.\n\n"
+        "Restart afterwards to finish the upgrade of the system."
+    )
     units = compose.passage_units(text)
-    win = compose.window(text, units, [0.9, 0.1], min_words=2, max_words=60)
-    assert win.quote == "Run the installer now."
+    win = compose.window(text, units, [0.9, 0.1, 0.1], min_words=6, max_words=60)
+    assert win.quote == "Run the installer now. It takes a minute."
+
+
+def test_a_quote_never_ends_on_the_sentence_it_was_chosen_for_while_the_next_one_fits():
+    """A second quote's 25 words can be the matching sentence alone; the answer follows it."""
+    text = (
+        "Say you modify a branch with git reset --hard, and then realize that the branch was "
+        "the only reference you had to that point in history. Fortunately, Git also keeps a "
+        "log, called a reflog, of all the previous values of each branch."
+    )
+    units = compose.passage_units(text)
+    win = compose.window(text, units, [0.9, 0.4], min_words=20, max_words=60)
+    assert win.quote.endswith("called a reflog, of all the previous values of each branch.")
+    tight = compose.window(text, units, [0.9, 0.4], min_words=20, max_words=30)
+    assert tight.quote.endswith("to that point in history.")  # the next one does not fit
 
 
 def test_a_one_sentence_entry_is_quoted_whole_with_nothing_to_complete():
