@@ -119,8 +119,17 @@ def stem(word: str) -> str:
 _SNOWBALL = snowballstemmer.stemmer("english")
 
 
-@lru_cache(maxsize=131072)
+# Longer "words" (hashes, base64, a page's junk) are no English word: left as they are and
+# never cached, so no text can fill the cache with megabyte keys.
+_MAX_STEM_CHARS = 40
+
+
 def _stem(word: str) -> str:
+    return word if len(word) > _MAX_STEM_CHARS else _stem_cached(word)
+
+
+@lru_cache(maxsize=65536)
+def _stem_cached(word: str) -> str:
     # Measured against the suffix stripper it replaces (-ing, -ed, -es, -s), which left
     # "expire"/"expires", "change"/"changes", "delete"/"deleted" apart: on the five
     # development sets and the demo one key fact more, none fewer (docs/reports/answers.md,

@@ -1,5 +1,6 @@
 import pytest
 
+from verification import text as text_module
 from verification.text import content_words, split_sentences, stem
 
 
@@ -23,9 +24,12 @@ def test_codes_numbers_and_foreign_words_stem_to_themselves(word):
     assert stem(word) == word
 
 
-def test_a_megabyte_word_stems_without_error():
-    word = "x" * 1_000_000
-    assert stem(word) == word
+def test_a_megabyte_word_stems_to_itself_and_stays_out_of_the_cache():
+    before = text_module._stem_cached.cache_info().currsize
+    for n in range(20):
+        word = f"{n}" + "x" * 1_000_000 + "ing"
+        assert stem(word) == word
+    assert text_module._stem_cached.cache_info().currsize == before
 
 
 def test_verbatim_sentences_leave_a_footnote_mark_where_the_source_has_it():
