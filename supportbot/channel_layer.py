@@ -16,6 +16,16 @@ chats, sockets closing as others wait) the cancel stuck for daphne's 10 s close 
 other consumers of the process waited behind the lock, and a popped message could be lost
 with it: a chat's `answer.completed` never arrived. Now a cancelled consumer only stops
 waiting on its own buffer.
+
+Stopping the pump. On Python 3.11 redis-py can swallow a cancellation: it wraps every socket
+write in `asyncio.wait_for`, which returns the finished write instead of raising
+`CancelledError` when the cancel lands just after the write completed (CPython gh-86296, fixed
+in 3.12). channels-redis then starts its next blocking pop, and on an idle channel it pops again
+every 5 s forever: a cancelled pump never ended, and a test's event-loop teardown (or a daphne
+shutdown) waited on it for good. So a pump whose cancellation was swallowed raises it again
+after its next Redis call: it ends at most one blocking pop (`brpop_timeout`, 5 s) after the
+cancel. A message popped meanwhile stays in channels-redis' backup queue, which the next pop
+of the channel puts back first, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import logging
 import time
 
 import redis
-from channels_redis.core import RedisChannelLayer
+from channels_redis.core import ChannelLock, RedisChannelLayer
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +45,14 @@ RETRY_S = 1.0
 # names are never reused); channels-redis expires undelivered messages after 60 s as well.
 IDLE_BUFFER_S = 120.0
 _ERRORS = (redis.RedisError, OSError)
+
+
+def _raise_swallowed_cancel() -> None:
+    """Raise `CancelledError` if the current task was cancelled and some library swallowed it
+    (its cancel count is still up: nothing deliberately uncancelled it)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):
@@ -90,13 +108,19 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             if owner.is_running() and not owner.is_closed():  # it would take our messages
                 raise RuntimeError("Two event loops are trying to receive() at once")
         # none yet, or the last one's loop has ended
+        if pump is not None and pump.get_loop() is not loop:
+            # channels-redis' per-channel receive locks are bound to the loop that made them; one
+            # still held when that loop ended (its cleaner task never ran) would fail every pop
+            # of this loop with "bound to a different event loop". Only the pump takes them.
+            self.receive_clean_locks = ChannelLock()
         self._pump_task = loop.create_task(
             self._pump(real_channel), name=f"channel-layer-pump {real_channel}"
         )
 
     async def _pump(self, real_channel: str) -> None:
-        """Pop the process's channel forever and buffer each message for its consumer."""
+        """Pop the process's channel until cancelled and buffer each message for its consumer."""
         while True:
+            _raise_swallowed_cancel()
             try:
                 targets, message = await self.receive_single(real_channel)
             except _ERRORS as exc:
@@ -112,6 +136,14 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 self.receive_buffer[target].put_nowait(message)
                 self._last_used.setdefault(target, now)
             self._prune(now)
+
+    async def _brpop_with_clean(self, index, channel, timeout):
+        """channels-redis' pop, which loops on an empty channel: a pump whose cancellation
+        redis-py swallowed stops here (see the module docstring)."""
+        member = await super()._brpop_with_clean(index, channel, timeout)
+        if asyncio.current_task() is self._pump_task:
+            _raise_swallowed_cancel()  # a popped member waits in the backup queue
+        return member
 
     def _prune(self, now: float) -> None:
         """Drop the buffers of consumers that are gone (nobody waited on them for a while)."""

@@ -1,13 +1,15 @@
 """The channel layer against a real Valkey: a consumer that goes away mid-receive (its socket
-closed) never takes another consumer's message with it."""
+closed) never takes another consumer's message with it, and a cancelled pump always stops."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 
 import pytest
 import redis.asyncio
+from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
 from supportbot import channel_layer as layer_module
@@ -103,3 +105,134 @@ async def test_buffers_of_consumers_that_left_are_dropped(layer, monkeypatch):
     await layer.send(live, {"type": "read"})
     assert await asyncio.wait_for(reader, 5) == {"type": "read"}
     assert gone not in layer.receive_buffer
+
+
+# ------------------------------------------------------------------ stopping the pump
+
+
+def _make_layer() -> ResilientRedisChannelLayer:
+    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    made = ResilientRedisChannelLayer(
+        hosts=config["hosts"],
+        capacity=config["capacity"],
+        prefix=f"test-layer-{secrets.token_hex(4)}",
+    )
+    made.brpop_timeout = 1  # the bound on a stop whose cancel was swallowed
+    return made
+
+
+async def _stop(loop_tasks: set[asyncio.Task], *, within: float) -> set[asyncio.Task]:
+    """Cancel the tasks as an event loop's teardown does; return those still running."""
+    for task in loop_tasks:
+        task.cancel()
+    _, pending = await asyncio.wait(loop_tasks, timeout=within)
+    return pending
+
+
+def test_a_pump_whose_cancellation_redis_py_swallowed_still_stops(monkeypatch):
+    """Python 3.11's `asyncio.wait_for` (around each redis-py write) can return the finished
+    write instead of raising the cancel; the pump then popped an idle channel forever."""
+    made = _make_layer()
+    real = RedisChannelLayer._brpop_with_clean
+    swallowed = []
+
+    async def swallowing(self, index, channel, timeout):
+        if not swallowed:
+            try:
+                await asyncio.sleep(30)  # the write in flight when the cancel lands
+            except asyncio.CancelledError:
+                swallowed.append(True)  # what wait_for does when the write had just finished
+        return await real(self, index, channel, timeout)
+
+    monkeypatch.setattr(RedisChannelLayer, "_brpop_with_clean", swallowing)
+
+    async def scenario() -> tuple[set[asyncio.Task], asyncio.Task]:
+        receiving = asyncio.ensure_future(made.receive(await made.new_channel()))
+        await asyncio.sleep(0.2)
+        pump = made._pump_task
+        return await _stop({receiving, pump}, within=made.brpop_timeout + 3), pump
+
+    pending, pump = asyncio.run(scenario())
+    assert swallowed, "the seam never saw the cancel"
+    assert not pending, f"still running after the cancel: {pending}"
+    assert pump.cancelled()
+
+
+def test_a_receive_lock_left_held_by_an_ended_loop_does_not_stall_the_next_loop():
+    made = _make_layer()
+
+    async def first_loop() -> None:
+        channel = await made.new_channel()
+        receiving = asyncio.ensure_future(made.receive(channel))
+        await made.send(channel, {"type": "one"})
+        assert await asyncio.wait_for(receiving, 5) == {"type": "one"}
+        assert not await _stop({made._pump_task}, within=5)
+        # the loop ends while the lock is held (its cleaner task never ran)
+        key = made.prefix + made.non_local_name(channel)
+        await made.receive_clean_locks.acquire(key)
+
+    async def second_loop() -> dict:
+        channel = await made.new_channel()
+        receiving = asyncio.ensure_future(made.receive(channel))
+        await made.send(channel, {"type": "two"})
+        try:
+            return await asyncio.wait_for(receiving, 5)
+        finally:
+            await _stop({made._pump_task}, within=5)
+            await made.flush()
+
+    asyncio.run(first_loop())
+    assert asyncio.run(second_loop()) == {"type": "two"}
+
+
+def test_pumps_cancelled_at_any_moment_against_real_valkey_all_stop_and_lose_nothing():
+    """Fifty event loops, each cancelled at a random moment of a busy channel, as fifty test
+    teardowns or daphne shutdowns would. Each stops; every message sent reached its consumer
+    or waits in its buffer (one a stopping pump popped is put back and popped by the next)."""
+    made = _make_layer()
+    rng = random.Random(12)
+    sent: dict[str, list[int]] = {}
+    got: dict[str, list[int]] = {}
+
+    async def one_loop(n: int) -> set[asyncio.Task]:
+        channel = await made.new_channel()
+        sent[channel], got[channel] = [], []
+
+        async def consume():
+            while True:
+                got[channel].append((await made.receive(channel))["i"])
+
+        async def produce():
+            for i in range(100):
+                await made.send(channel, {"type": "m", "i": i})
+                sent[channel].append(i)
+                await asyncio.sleep(rng.random() * 0.004)
+
+        tasks = {asyncio.ensure_future(consume()), asyncio.ensure_future(produce())}
+        await asyncio.sleep(rng.random() * 0.08)
+        tasks.add(made._pump_task)
+        return await _stop(tasks, within=made.brpop_timeout + 3)
+
+    for n in range(50):
+        assert not asyncio.run(one_loop(n)), f"loop {n} did not stop"
+
+    async def drain() -> None:
+        marker = await made.new_channel()
+        receiving = asyncio.ensure_future(made.receive(marker))
+        await made.send(marker, {"type": "last"})  # popped after every earlier message
+        try:
+            assert await asyncio.wait_for(receiving, 5) == {"type": "last"}
+        finally:
+            await _stop({made._pump_task}, within=5)
+            await made.flush()
+
+    asyncio.run(drain())
+    lost = {}
+    for channel, numbers in sent.items():
+        buffer = made.receive_buffer.get(channel)
+        while buffer is not None and not buffer.empty():
+            got[channel].append(buffer.get_nowait()["i"])
+        if missing := set(numbers) - set(got[channel]):
+            lost[channel] = sorted(missing)
+    assert sum(map(len, sent.values())) > 500
+    assert not lost
