@@ -25,7 +25,8 @@ every 5 s forever: a cancelled pump never ended, and a test's event-loop teardow
 shutdown) waited on it for good. So a pump whose cancellation was swallowed raises it again
 after its next Redis call: it ends at most one blocking pop (`brpop_timeout`, 5 s) after the
 cancel. A message popped meanwhile stays in channels-redis' backup queue, which the next pop
-of the channel puts back first, so nothing is lost.
+of the channel puts back first, so nothing is lost. `send` and the group calls raise a
+cancellation swallowed during them the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import asyncio
 import collections
 import logging
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import redis
 from channels_redis.core import ChannelLock, RedisChannelLayer
@@ -45,6 +48,20 @@ RETRY_S = 1.0
 # names are never reused); channels-redis expires undelivered messages after 60 s as well.
 IDLE_BUFFER_S = 120.0
 _ERRORS = (redis.RedisError, OSError)
+T = TypeVar("T")
+
+
+async def _keeping_cancel(call: Awaitable[T]) -> T:
+    """Await a Redis call; raise `CancelledError` after it if the task was cancelled during it
+    and redis-py swallowed that (see the module docstring), so a consumer whose socket closed
+    mid-`group_discard` ends instead of waiting for input that never comes. A cancellation the
+    task had already handled before the call is left alone."""
+    task = asyncio.current_task()
+    before = task.cancelling() if task is not None else 0
+    result = await call
+    if task is not None and task.cancelling() > before:
+        raise asyncio.CancelledError
+    return result
 
 
 def _raise_swallowed_cancel() -> None:
@@ -155,15 +172,18 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 del self._last_used[channel]
                 self.receive_buffer.pop(channel, None)
 
+    async def send(self, channel, message):
+        await _keeping_cancel(super().send(channel, message))
+
     async def group_add(self, group, channel):
         try:
-            await super().group_add(group, channel)
+            await _keeping_cancel(super().group_add(group, channel))
         except _ERRORS as exc:
             self._warn("group_add", exc)
 
     async def group_discard(self, group, channel):
         try:
-            await super().group_discard(group, channel)
+            await _keeping_cancel(super().group_discard(group, channel))
         except _ERRORS as exc:
             self._warn("group_discard", exc)
 
@@ -171,7 +191,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         """Send to the group; False when Redis is unreachable (the event reached no one), so
         callers that can deliver another way (the orchestrator) do."""
         try:
-            await super().group_send(group, message)
+            await _keeping_cancel(super().group_send(group, message))
         except _ERRORS as exc:
             self._warn("group_send", exc)
             return False

@@ -4,6 +4,7 @@ closed) never takes another consumer's message with it, and a cancelled pump alw
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import secrets
 
@@ -236,3 +237,56 @@ def test_pumps_cancelled_at_any_moment_against_real_valkey_all_stop_and_lose_not
             lost[channel] = sorted(missing)
     assert sum(map(len, sent.values())) > 500
     assert not lost
+
+
+@pytest.mark.parametrize("call", ["send", "group_add", "group_discard", "group_send"])
+async def test_a_cancel_redis_py_swallows_during_a_layer_call_is_raised_after_it(
+    layer, monkeypatch, call
+):
+    real = getattr(RedisChannelLayer, call)
+    entered = asyncio.Event()
+
+    async def swallowing(self, *args):
+        entered.set()
+        # the write in flight when the cancel lands; Python 3.11's wait_for returns it
+        # instead of raising when the write had just finished
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+        return await real(self, *args)
+
+    monkeypatch.setattr(RedisChannelLayer, call, swallowing)
+    channel = await layer.new_channel()
+    args = (channel, {"type": "m"}) if call == "send" else ("g", channel)
+    if call == "group_send":
+        args = ("g", {"type": "m"})
+    after = []
+
+    async def consumer_cleanup():
+        await getattr(layer, call)(*args)
+        after.append("went on as if never cancelled")
+        await asyncio.sleep(30)  # e.g. waiting for socket input that never comes
+
+    task = asyncio.ensure_future(consumer_cleanup())
+    await asyncio.wait_for(entered.wait(), 5)
+    task.cancel()
+    await asyncio.wait({task}, timeout=5)
+    assert task.cancelled()
+    assert after == []
+
+
+async def test_a_task_that_handled_its_cancel_before_a_layer_call_still_completes_it(layer):
+    channel = await layer.new_channel()
+    receiving = asyncio.ensure_future(layer.receive(channel))
+
+    async def cleanup_after_cancel():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await layer.group_add("g", channel)  # cleanup that still needs the layer
+            return await layer.group_send("g", {"type": "bye"})
+
+    task = asyncio.ensure_future(cleanup_after_cancel())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert await asyncio.wait_for(task, 5) is True
+    assert await asyncio.wait_for(receiving, 5) == {"type": "bye"}
