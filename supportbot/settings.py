@@ -137,6 +137,14 @@ CHANNEL_LAYERS = {
             ],
             "prefix": "sb:ch",
             "capacity": 500,
+            # Every socket of a daphne process receives through one Redis channel
+            # ("specific.<process>!"), and group_send silently drops events for a channel at
+            # capacity: ten chats streaming 150 deltas behind a held-up pump lost most of them
+            # at 500 (supportbot/tests/test_channel_layer.py). Undelivered events still expire
+            # after 60 s.
+            "channel_capacity": {
+                "specific.*": env.int("CHANNEL_LAYER_PROCESS_CAPACITY", default=20000)
+            },
         },
     }
 }
