@@ -26,14 +26,21 @@ def queue_text(position) -> str:
     )
 
 
-async def hand_off(turn: Turn, reason: str, detail: str) -> Outcome:
-    """Answer this message with a handoff (opened or returned) and the queue position."""
+async def hand_off(
+    turn: Turn, reason: str, detail: str, *, closest: Draft | None = None
+) -> Outcome:
+    """Answer this message with a handoff (opened or returned) and the queue position, then
+    `closest` (quotes of the passages nearest the question, with their citations) if given."""
     handoff, _ = await db(handoff_services.handoff_request)(
         conversation=turn.conversation, reason=reason, detail=detail, trigger_message=turn.message
     )
     position = await db(handoff_selectors.handoff_queue_position)(handoff=handoff)
     text = "I'm connecting you with a person from our team. " + queue_text(position)
     draft = Draft(text, Message.Kind.HANDOFF, customer_state=Message.State.HANDED_OFF)
+    if closest is not None and closest.passages:
+        draft.text = f"{text} Meanwhile: {closest.text}"
+        draft.passages, draft.quotes = closest.passages, closest.quotes
+        draft.stats = closest.stats
     draft.stats["meta"] = {"handoff_id": handoff.pk, "reason": reason}
     turn.started = time.monotonic()
     outcome = await finish(turn, draft, stream=True)

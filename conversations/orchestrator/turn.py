@@ -260,32 +260,27 @@ def _audience(conversation: Conversation) -> knowledge.Audience:
 async def _weak_answer(turn: Turn, result, passages) -> Outcome:
     conversation, message = turn.conversation, turn.message
     streak = await db(services.conversation_weak_streak_bump)(conversation_id=conversation.pk)
+    weak = result.strength != "none" and bool(passages)
     if streak >= 2:
+        # A person takes over, and until one answers (everyone may be offline) the customer
+        # still gets the closest passages, as on the first weak turn, not the queue alone.
         return await hand_off(
-            turn, Handoff.Reason.WEAK_EVIDENCE, f"no strong evidence for: {message.text[:200]}"
+            turn,
+            Handoff.Reason.WEAK_EVIDENCE,
+            f"no strong evidence for: {message.text[:200]}",
+            closest=await _closest(turn, passages) if weak else None,
         )
-    if result.strength == "none" or not passages:
+    if not weak:
         draft = Draft(REFUSAL_TEXT.format(tenant=conversation.tenant.name), Message.Kind.REFUSAL)
     else:
         # Weak evidence: never a confident answer. Quote the closest passages as a
         # possibility and ask back (a second weak turn hands off, above). Two quotes, not
         # one: the weak search ranks the answering passage second as often as first (dev
         # sets 233 -> 237 of 271 key facts; out-of-scope questions still declined).
-        draft = await cpu(
-            extractive_draft,
-            query=message.text,
-            passages=passages,
-            embed=turn.embedder,
-            max_quotes=WEAK_MAX_QUOTES,
-        )
+        draft = await _closest(turn, passages)
         draft.kind = Message.Kind.CLARIFY
-        closest = (
-            "The closest thing in our help center is:"
-            if len(draft.passages) == 1
-            else "The closest things in our help center are:"
-        )
         draft.text = (
-            f"I'm not sure I found exactly what you're asking about. {closest} {draft.text} "
+            f"I'm not sure I found exactly what you're asking about. {draft.text} "
             "Does that answer it? If not, "
             "tell me a bit more, or I can connect you with a person from our team."
         )
@@ -296,6 +291,24 @@ async def _weak_answer(turn: Turn, result, passages) -> Outcome:
         "path_reason": result.strength,
     }
     return await finish(turn, draft, stream=True)
+
+
+async def _closest(turn: Turn, passages) -> Draft:
+    """Quotes of the passages closest to a weakly matched question, introduced as such."""
+    draft = await cpu(
+        extractive_draft,
+        query=turn.message.text,
+        passages=passages,
+        embed=turn.embedder,
+        max_quotes=WEAK_MAX_QUOTES,
+    )
+    closest = (
+        "The closest thing in our help center is:"
+        if len(draft.passages) == 1
+        else "The closest things in our help center are:"
+    )
+    draft.text = f"{closest} {draft.text}"
+    return draft
 
 
 # Reasons an answer did not wait on a model it could have: the policy measured it useless, or

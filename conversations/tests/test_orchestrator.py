@@ -136,6 +136,34 @@ def test_weak_evidence_asks_back_quoting_the_two_closest_sections(
     assert reply.text.rstrip().endswith("a person from our team.")
 
 
+def test_a_second_weak_turn_hands_off_and_still_quotes_the_closest_sections(
+    help_center, conversation, monkeypatch
+):
+    _weakened(monkeypatch, evidence=0.4)
+    first = ask(conversation, "What happens if my order arrives damaged?", "c1")
+    assert first.reply.kind == Message.Kind.CLARIFY
+    second = ask(conversation, "and if the box is only dented?", "c2")
+    reply = second.reply
+    assert reply.kind == Message.Kind.HANDOFF
+    assert second.handoff.reason == Handoff.Reason.WEAK_EVIDENCE
+    queue, _, closest = reply.text.partition(" Meanwhile: ")
+    assert queue.startswith("I'm connecting you with a person from our team.")
+    assert closest.startswith("The closest thing")
+    cited = [int(n) for n in re.findall(r"” \[(\d)\]", closest)]
+    assert cited
+    assert len(reply.citations) == len(set(cited))
+    public = {help_center[k].pk for k in ("returns", "shipping", "warranty")}
+    assert {c["document_id"] for c in reply.citations} <= public
+
+
+def test_a_second_turn_with_no_evidence_hands_off_with_the_queue_alone(help_center, conversation):
+    ask(conversation, "What is the capital of Mongolia?", "c1")
+    second = ask(conversation, "Who won the football world cup in 1998?", "c2")
+    assert second.reply.kind == Message.Kind.HANDOFF
+    assert "Meanwhile" not in second.reply.text
+    assert second.reply.citations == []
+
+
 def test_asking_for_a_human_opens_one_handoff_and_says_so(help_center, conversation):
     events = Recorder()
     outcome = ask(conversation, "I want to talk to a human", "c1", events)
