@@ -36,8 +36,21 @@ SUPPORTED_EXTENSIONS = {
     ".markdown": MARKDOWN,
     ".txt": PLAIN,
     ".text": PLAIN,
+    ".xhtml": HTML,
+    ".rst": PLAIN,  # reStructuredText reads as plain text; its underlined titles are headings
 }
-SUPPORTED_CONTENT_TYPES = {PDF, HTML, MARKDOWN, PLAIN, "text/x-markdown", "application/xhtml+xml"}
+# Debian compresses the text files under /usr/share/doc ("FAQ.gz", "README.Debian.gz"): an
+# upload named NAME.gz is read as NAME, and a name without an extension there as plain text.
+GZIP_SUFFIX = ".gz"
+SUPPORTED_CONTENT_TYPES = {
+    PDF,
+    HTML,
+    MARKDOWN,
+    PLAIN,
+    "text/x-markdown",
+    "application/xhtml+xml",
+    "text/x-rst",
+}
 
 
 class ExtractionError(Exception):
@@ -58,11 +71,13 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # paragraphs and listings of a <dd> or <li> kept apart, the terms of a list of sections
 # (gitfaq) headings, an admonition's heading a label, callouts numbered with their command.
 # 6: code lines keep their indentation. Markdown 1: fenced and indented code keeps its lines
-# and their indentation (it was one collapsed line). Others: 0, as before versions existed.
+# and their indentation (it was one collapsed line). Plain text 1: a title underlined (or
+# over- and underlined, reStructuredText) with any repeated mark of = - ~ ^ * + # " ' ` : . _
+# is a heading (only = and - were, and any run of them). Others: 0, as before versions existed.
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 6, PDF: 0, MARKDOWN: 1, PLAIN: 0}
+EXTRACTOR_VERSIONS = {HTML: 6, PDF: 0, MARKDOWN: 1, PLAIN: 1}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -824,7 +839,10 @@ def _extract_plain(text: str, limits: Limits) -> Extracted:
         lines = [line.rstrip() for line in raw.strip("\n").split("\n")]
         if not any(lines):
             continue
-        if len(lines) >= 2 and re.fullmatch(r"=+|-+", lines[1].strip()):
+        if len(lines) >= 3 and _underline(lines[0]) and _underline(lines[2]):
+            result.add(lines[1].strip(), level=1)  # a reStructuredText title, over and under
+            lines = lines[3:]
+        elif len(lines) >= 2 and _underline(lines[1]) and not _underline(lines[0]):
             result.add(lines[0], level=1 if lines[1].strip()[0] == "=" else 2)
             lines = lines[2:]
         elif _looks_like_heading(lines[0]) and len(lines) > 1:
@@ -835,6 +853,11 @@ def _extract_plain(text: str, limits: Limits) -> Extracted:
             continue
         result.add(" ".join(lines))
     return result
+
+
+def _underline(line: str) -> bool:
+    """A line of one repeated punctuation mark (=== --- ~~~ ^^^ ***), as under a title."""
+    return bool(re.fullmatch(r"([=\-~^*+#\"'`:._])\1{2,}", line.strip()))
 
 
 def _looks_like_heading(line: str) -> bool:

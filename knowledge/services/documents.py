@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import zlib
 from functools import partial
 from pathlib import PurePath
 
@@ -16,6 +17,7 @@ from django.db import connection, transaction
 from django_q.tasks import async_task
 
 from knowledge.extraction import (
+    GZIP_SUFFIX,
     detect_content_type,
     extractor_version,
 )
@@ -34,38 +36,69 @@ INDEX_TASK = "knowledge.tasks.document_index_task"
 # --------------------------------------------------------------------------- validation
 
 
-def _file_read(*, file: File, declared_type: str) -> tuple[bytes, str]:
-    """Read an acceptable upload; return its bytes and content type, or raise 400/413."""
+def _file_read(*, file: File, declared_type: str) -> tuple[bytes, str, str]:
+    """Read an acceptable upload; return its bytes, content type and file name, or raise
+    400/413. A gzip file (NAME.gz) is read as NAME, inflated under the same size limit."""
     limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
     size = file.size if file.size is not None else 0
     if size > limit:
-        raise ApplicationError(
-            f"The file is {size} bytes; the limit is {limit} bytes.",
-            code="file_too_large",
-            field="file",
-            status=413,
-        )
+        raise _too_large(f"The file is {size} bytes; the limit is {limit} bytes.")
     file.seek(0)
     data = file.read(limit + 1)
     if len(data) > limit:
-        raise ApplicationError(
-            f"The file is larger than the limit of {limit} bytes.",
-            code="file_too_large",
-            field="file",
-            status=413,
-        )
+        raise _too_large(f"The file is larger than the limit of {limit} bytes.")
+    filename = PurePath(file.name or "").name
+    if filename.lower().endswith(GZIP_SUFFIX) and len(filename) > len(GZIP_SUFFIX):
+        data = _gunzip(data, filename=filename, limit=limit)
+        filename = filename[: -len(GZIP_SUFFIX)]
+        if not PurePath(filename).suffix:
+            filename += ".txt"  # "FAQ.gz", "README.Debian.gz": compressed plain text
+            declared_type = ""
+        elif declared_type.split(";")[0].strip().lower() in _GZIP_TYPES:
+            declared_type = ""
     if not data.strip():
         raise ApplicationError("The file is empty.", code="empty_file", field="file")
-    filename = PurePath(file.name or "").name
     content_type = detect_content_type(filename=filename, declared=declared_type, head=data[:1024])
     if content_type is None:
         raise ApplicationError(
             f"Unsupported file type for {filename!r}: upload PDF, HTML, Markdown or plain text "
-            "(.pdf, .html, .htm, .md, .txt).",
+            "(.pdf, .html, .htm, .xhtml, .md, .txt, .rst), or one of them gzipped (.gz).",
             code="unsupported_type",
             field="file",
         )
-    return data, content_type
+    return data, content_type, filename
+
+
+_GZIP_TYPES = {"application/gzip", "application/x-gzip", "application/x-gunzip"}
+
+
+def _too_large(message: str) -> ApplicationError:
+    return ApplicationError(message, code="file_too_large", field="file", status=413)
+
+
+def _gunzip(data: bytes, *, filename: str, limit: int) -> bytes:
+    """Every member of a gzip file, inflated; at most `limit` bytes (a small file can inflate
+    a thousandfold), else 413; 400 when it is not whole, valid gzip."""
+    out = bytearray()
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise ApplicationError(
+                f"{filename!r} is not a valid gzip file ({exc}).", code="invalid_gzip", field="file"
+            ) from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise _too_large(f"{filename!r} inflates past the limit of {limit} bytes.")
+        if not inflater.eof:
+            raise ApplicationError(
+                f"{filename!r} is cut short: its gzip data ends early.",
+                code="invalid_gzip",
+                field="file",
+            )
+        rest = inflater.unused_data.lstrip(b"\x00")  # another member, or padding
+    return bytes(out)
 
 
 def _audience_checked(*, audience: str, segments: list[str] | tuple[str, ...]) -> list[str]:
@@ -147,8 +180,7 @@ def document_upload(
     user=None,
 ) -> Document:
     """Store a new document (version 1, status pending) and index it after commit."""
-    data, content_type = _file_read(file=file, declared_type=declared_type)
-    filename = PurePath(file.name).name
+    data, content_type, filename = _file_read(file=file, declared_type=declared_type)
     segments = _audience_checked(audience=audience, segments=segments)
     title = (title or "").strip() or PurePath(filename).stem.replace("-", " ").replace("_", " ")
     if len(title) > 300:
@@ -193,8 +225,7 @@ def document_replace_file(
     previous ready version stays searchable until the new one is ready, and its chunks are
     kept so answers that cited it still resolve.
     """
-    data, content_type = _file_read(file=file, declared_type=declared_type)
-    filename = PurePath(file.name).name
+    data, content_type, filename = _file_read(file=file, declared_type=declared_type)
     document = Document.objects.select_for_update().filter(tenant=tenant, pk=document_id).first()
     if document is None:
         raise NotFound("No such knowledge document.")

@@ -1,3 +1,5 @@
+import gzip
+import tracemalloc
 from unittest import mock
 
 import pytest
@@ -174,3 +176,72 @@ def test_schema_documents_the_knowledge_endpoints(client, db):
         "knowledge_search",
     ]:
         assert operation in schema
+
+
+# --------------------------------------------------------------------------- gzip uploads
+
+FAQ_RST = (
+    b"===\nFAQ\n===\n\nGeneral questions\n~~~~~~~~~~~~~~~~~\n\n"
+    b"Refunds reach the original card within 5-10 business days.\n"
+)
+
+
+def test_a_gzipped_text_file_is_indexed_as_the_text_it_holds(api_client, tenant):
+    # Debian ships /usr/share/doc/*/FAQ.gz, README.Debian.gz: text files with no extension
+    r = api_client.post(
+        "/api/v1/knowledge-documents",
+        {"file": _file("FAQ.gz", gzip.compress(FAQ_RST), "application/gzip")},
+    )
+    assert r.status_code == 202, r.content
+    document = Document.objects.get(pk=r.json()["id"])
+    assert document.title == "FAQ"
+    services.document_index(document_id=document.pk, version=1)
+    chunks = list(Chunk.objects.filter(document=document))
+    assert any("5-10 business days" in c.text for c in chunks)
+    assert any(c.heading_path[-1:] == ["General questions"] for c in chunks)
+
+
+def test_gzipped_html_is_read_as_html_and_every_gzip_member_is_read(api_client, tenant):
+    page = b"<html><body><h1>Shipping</h1><p>Orders ship in 2 days.</p>"
+    members = gzip.compress(page) + gzip.compress(b"<p>Express ships overnight.</p></body></html>")
+    r = api_client.post("/api/v1/knowledge-documents", {"file": _file("shipping.html.gz", members)})
+    assert r.status_code == 202, r.content
+    document = services.document_index(document_id=r.json()["id"], version=1)
+    text = " ".join(Chunk.objects.filter(document=document).values_list("text", flat=True))
+    assert "Orders ship in 2 days." in text
+    assert "Express ships overnight." in text
+    assert "<p>" not in text
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "code"),
+    [
+        ("notes.gz", b"plain text, not gzip", "invalid_gzip"),
+        ("notes.txt.gz", gzip.compress(b"Refunds take 5 days. " * 50)[:-20], "invalid_gzip"),
+        ("report.docx.gz", gzip.compress(b"PK\x03\x04 binary"), "unsupported_type"),
+        ("blank.txt.gz", gzip.compress(b"   \n"), "empty_file"),
+        ("nul.gz", gzip.compress(b"text\x00binary"), "unsupported_type"),
+    ],
+)
+def test_bad_gzip_uploads_are_rejected_with_a_named_problem(api_client, name, data, code):
+    r = api_client.post("/api/v1/knowledge-documents", {"file": _file(name, data)})
+    assert r.status_code == 400, r.content
+    assert r.json()["error"]["code"] == code
+    assert r.json()["error"]["field"] == "file"
+    assert not Document.objects.exists()
+
+
+def test_a_gzip_bomb_is_413_without_inflating_it_whole(api_client, settings):
+    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 100_000
+    bomb = gzip.compress(b"\0" * 50_000_000)  # 49 KB that inflate to 50 MB
+    assert len(bomb) < settings.KNOWLEDGE_MAX_UPLOAD_BYTES
+    tracemalloc.start()
+    try:
+        r = api_client.post("/api/v1/knowledge-documents", {"file": _file("bomb.txt.gz", bomb)})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert r.status_code == 413, r.content
+    assert r.json()["error"]["code"] == "file_too_large"
+    assert peak < 10_000_000
+    assert not Document.objects.exists()

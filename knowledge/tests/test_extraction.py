@@ -56,6 +56,24 @@ def test_markdown_keeps_heading_levels_and_strips_markup():
     ]
 
 
+def test_restructuredtext_titles_over_and_underlined_with_any_mark_are_headings():
+    rst = (
+        b"=========\nUser FAQ\n=========\n\nInstalling\n----------\n\nRun the installer.\n\n"
+        b"On Windows\n~~~~~~~~~~\nUse the MSI package.\n\nA line, then a rule:\n\n-----\n\nEnd.\n"
+    )
+    result = extract(data=rst, content_type=PLAIN)
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "User FAQ"),
+        (2, "Installing"),
+        (0, "Run the installer."),
+        (2, "On Windows"),
+        (0, "Use the MSI package."),
+        (0, "A line, then a rule:"),
+        (0, "-----"),
+        (0, "End."),
+    ]
+
+
 def test_block_spans_index_the_extracted_text():
     result = extract(data=b"Intro\n=====\n\nFirst para.\n\nSECOND\nmore text", content_type=PLAIN)
     assert [(b.level, b.text) for b in result.blocks] == [
@@ -80,6 +98,9 @@ def test_block_spans_index_the_extracted_text():
         ("image.png", "image/png", b"\x89PNG", None),
         ("notes.txt", "image/png", b"plain", None),
         ("binary.txt", "text/plain", b"ab\x00cd", None),
+        ("faq.xhtml", "application/xhtml+xml", b"<?xml version='1.0'?><html>", HTML),
+        ("guide.rst", "text/x-rst", b"Title\n=====", PLAIN),
+        ("guide.rst", "application/octet-stream", b"Title\n=====", PLAIN),
     ],
 )
 def test_content_type_detection(filename, declared, head, expected):

@@ -117,10 +117,15 @@ def test_reextracting_one_tenant_leaves_the_others_documents_alone(tenant, other
 def test_a_change_to_html_extraction_never_reindexes_other_formats(tenant):
     notes = upload_and_index(tenant, "notes.txt", b"Notes\n\nReturn items within 30 days.\n")
     page = upload_and_index(tenant, "page.html", A)
-    _outdated(notes)
-    _outdated(page)
+    _outdated(page)  # the HTML extractor changed; the text one did not
     assert services.documents_reextract_outdated() == [page.pk]
     assert Document.objects.get(pk=notes.pk).version == 1
+
+
+def test_text_files_an_older_text_extractor_made_are_reextracted(tenant):
+    notes = upload_and_index(tenant, "notes.rst", b"Notes\n~~~~~\n\nReturn items within 30 days.\n")
+    _outdated(notes)  # text extraction 0 read "~~~~~" as text, not as the title's underline
+    assert services.documents_reextract_outdated() == [notes.pk]
 
 
 def test_rows_the_previous_release_inserts_without_the_column_get_version_zero(db):
