@@ -70,9 +70,13 @@ class DocumentOutputSerializer(serializers.Serializer):
 NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="No such document here.")}
 UPLOAD_ERRORS = {
     400: OpenApiResponse(
-        ErrorSerializer, description="Unsupported type, empty file or invalid field."
+        ErrorSerializer,
+        description="Unsupported type (`unsupported_type`), empty file (`empty_file`), "
+        "broken gzip (`invalid_gzip`) or invalid field.",
     ),
-    413: OpenApiResponse(ErrorSerializer, description="File larger than the upload limit."),
+    413: OpenApiResponse(
+        ErrorSerializer, description="File (or a gzip file inflated) larger than the upload limit."
+    ),
 }
 
 
