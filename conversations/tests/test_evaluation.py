@@ -29,6 +29,7 @@ DEVDEBIAN = ROOT / "dev_debian_faq" / "eval_answers.json"
 DEVSQLALCHEMY = ROOT / "dev_sqlalchemy_faq" / "eval_answers.json"
 DEVCELERY = ROOT / "dev_celery_faq" / "eval_answers.json"
 DEVGIT = ROOT / "dev_git_faq" / "eval_answers.json"
+DEVSQLITE = ROOT / "dev_sqlite_faq" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -89,8 +90,17 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "path",
-    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY, DEVCELERY, DEVGIT],
-    ids=["python-faq", "demo", "dev-faq", "dev-debian", "dev-sqlalchemy", "dev-celery", "dev-git"],
+    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY, DEVCELERY, DEVGIT, DEVSQLITE],
+    ids=[
+        "python-faq",
+        "demo",
+        "dev-faq",
+        "dev-debian",
+        "dev-sqlalchemy",
+        "dev-celery",
+        "dev-git",
+        "dev-sqlite",
+    ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):
     """A label that its own document does not hold could never be met: catch typos."""

@@ -1,8 +1,8 @@
 """Run labelled question sets through the real orchestrator and print their figures side by side.
 
 `manage.py eval_answers` runs every registered set (the demo help center, the Django, Debian,
-SQLAlchemy and Celery FAQ development sets and the held-out Python FAQ); `--corpus NAME` picks sets
-by name; positional FILE arguments run other eval files.
+SQLAlchemy, Celery, Git and SQLite FAQ development sets and the held-out Python FAQ); `--corpus
+NAME` picks sets by name; positional FILE arguments run other eval files.
 """
 
 import asyncio
@@ -28,6 +28,8 @@ CORPORA = {
     "dev-celery": Path(settings.BASE_DIR) / "demo" / "dev_celery_faq" / "eval_answers.json",
     # Not Sphinx: AsciiDoc manual pages (FAQ entries in <dt>/<dd>) and the DocBook user manual.
     "dev-git": Path(settings.BASE_DIR) / "demo" / "dev_git_faq" / "eval_answers.json",
+    # sqlite.org's hand-written HTML: FAQ questions as bold paragraphs, answers in blockquotes.
+    "dev-sqlite": Path(settings.BASE_DIR) / "demo" / "dev_sqlite_faq" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
