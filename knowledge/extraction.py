@@ -70,14 +70,16 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # topic">) dropped; 5: the source's spaces before punctuation kept ("git add ."), the
 # paragraphs and listings of a <dd> or <li> kept apart, the terms of a list of sections
 # (gitfaq) headings, an admonition's heading a label, callouts numbered with their command.
-# 6: code lines keep their indentation. Markdown 1: fenced and indented code keeps its lines
+# 6: code lines keep their indentation. 7: a paragraph of one bold question heads its answer
+# (FAQs without heading tags), a list of nothing but links into the same page is dropped (the
+# page's list of its own questions). Markdown 1: fenced and indented code keeps its lines
 # and their indentation (it was one collapsed line). Plain text 1: a title underlined (or
 # over- and underlined, reStructuredText) with any repeated mark of = - ~ ^ * + # " ' ` : . _
 # is a heading (only = and - were, and any run of them). Others: 0, as before versions existed.
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 6, PDF: 0, MARKDOWN: 1, PLAIN: 1}
+EXTRACTOR_VERSIONS = {HTML: 7, PDF: 0, MARKDOWN: 1, PLAIN: 1}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -572,6 +574,56 @@ def _dl_is_sections(dl, limits: Limits) -> bool:
     return heads * 2 > entries
 
 
+# A paragraph that is one bold phrase asking a question heads the answer after it, one level
+# below the enclosing heading: FAQs written without heading tags ("<p><b>(1) How do I create
+# an AUTOINCREMENT field?</b></p>" and the answer in a <blockquote>, SQLite). Among three or
+# more such paragraphs of one parent, most of them questions, the others head sections too
+# ("(7) How do I list all tables/indices contained in an SQLite database", no question mark).
+_BOLD = {"b", "strong"}
+QUESTION_HEADING_MAX_CHARS = 300
+
+
+def _bold_text(p, limits: Limits) -> str | None:
+    """The text of a paragraph that is one bold element, or None."""
+    children = [c for c in p if isinstance(c.tag, str)]
+    if len(children) != 1 or children[0].tag not in _BOLD:
+        return None
+    if (p.text or "").strip() or (children[0].tail or "").strip():
+        return None
+    text = _SPACES.sub(" ", _html_text(children[0], limits).replace(_JOIN, " ")).strip()
+    return text if 0 < len(text) <= QUESTION_HEADING_MAX_CHARS else None
+
+
+def _bold_question(p, limits: Limits, questions_of: dict) -> str | None:
+    """The heading a bold paragraph makes (see above), or None. `questions_of` caches, per
+    parent, whether its bold paragraphs are a list of questions."""
+    text = _bold_text(p, limits)
+    if text is None or text.endswith(":"):
+        return None
+    if text.endswith("?"):
+        return text
+    parent = p.getparent()
+    if parent not in questions_of:
+        bold = [t for c in parent if c.tag == "p" and (t := _bold_text(c, limits)) is not None]
+        asked = sum(t.endswith("?") for t in bold)
+        questions_of[parent] = len(bold) >= 3 and asked * 2 > len(bold)
+    return text if questions_of[parent] else None
+
+
+def _local_contents(element) -> bool:
+    """Is a list only links to places on the same page (a page's list of its own questions
+    or sections, written without the class names `_html_dropped` knows)?"""
+    items = [c for c in element if isinstance(c.tag, str)]
+    if len(items) < 3 or any(c.tag != "li" for c in items):
+        return False
+    for item in items:
+        links = [a for a in item.iter("a") if (a.get("href") or "").startswith("#")]
+        linked = "".join("".join(a.itertext()) for a in links)
+        if not links or _SPACES.sub("", "".join(item.itertext())) != _SPACES.sub("", linked):
+            return False
+    return True
+
+
 def _blocks(element) -> int:
     return sum(
         1
@@ -670,6 +722,8 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     has_h1 = False
     label = ""  # put before the next paragraph
     section = 0  # the level of the section being read
+    headed = 0  # the level of the last heading element or list term (not a bold question)
+    questions_of: dict = {}  # parent element -> are its bold paragraphs a list of questions
 
     def add(text: str, level: int) -> None:
         nonlocal label
@@ -704,12 +758,12 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         if isinstance(item, _EndSections):
             flush()
             entries.append((None, item.level))
-            section = item.level - 1
+            section = headed = item.level - 1
             continue
         if isinstance(item, _Term):
             flush()
             add(_html_text(item.element, limits), item.level)
-            section = item.level
+            section = headed = item.level
             continue
         visited += 1
         if visited % _HTML_CHECK_EVERY == 0:
@@ -721,7 +775,13 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             has_h1 = has_h1 or name == "h1"
             flush()
             add(_html_text(item, limits), _HTML_HEADINGS[name])
-            section = _HTML_HEADINGS[name]
+            section = headed = _HTML_HEADINGS[name]
+        elif name == "p" and (question := _bold_question(item, limits, questions_of)):
+            flush()
+            section = min(max(headed, 1) + 1, 6)
+            add(question, section)
+        elif name in ("ul", "ol") and _local_contents(item):
+            continue
         elif name in _HTML_FLOW and _blocks(item):
             flush()
             stack.append(flush_marker)

@@ -79,7 +79,10 @@ def unsupported_sentences(reply: Message, tenant: Tenant) -> list[str]:
     passages = {p.chunk_id: p for p in knowledge.chunk_get_many(tenant=tenant, chunk_ids=chunk_ids)}
     by_index = {c["index"]: passages.get(c["chunk_id"]) for c in reply.citations}
     quotes = _QUOTE_RE.findall(reply.text)
-    if reply.kind in (Message.Kind.EXTRACTIVE, Message.Kind.CLARIFY) and quotes:
+    # A hedged reply and a handoff that quotes the closest passages frame verbatim quotes in
+    # fixed wording of ours: the quotes are what must be the source's.
+    framed = (Message.Kind.CLARIFY, Message.Kind.HANDOFF)
+    if (reply.kind == Message.Kind.EXTRACTIVE or reply.kind in framed) and quotes:
         problems = []
         for quote, n in quotes:
             passage = by_index.get(int(n))
@@ -89,8 +92,8 @@ def unsupported_sentences(reply: Message, tenant: Tenant) -> list[str]:
                 else [quote]
             )
         return problems
-    if reply.kind == Message.Kind.CLARIFY:
-        return []  # asks back without quoting
+    if reply.kind in framed:
+        return []  # asks back, or hands off, without quoting
     # Generated text, or quotes in another format: every sentence must be supported.
     texts = [by_index[i].text if by_index.get(i) else "" for i in sorted(by_index)]
     result = verify_answer(reply.text, texts)

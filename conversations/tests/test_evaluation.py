@@ -214,6 +214,17 @@ def test_a_quote_running_on_into_its_section_counts_as_supported_and_an_invented
         citations=cite,
     )
     assert unsupported_sentences(invented, tenant) != []
+    # a handoff quoting the closest passage: its queue wording is ours, its quote is checked
+    handoff = (
+        "I'm connecting you with a person from our team. Everyone on our team is busy or "
+        "offline right now, so this may take a while. Meanwhile: The closest thing in our help "
+        "center is: “{}” [1]"
+    )
+    kind = Message.Kind.HANDOFF
+    quoted = Message(kind=kind, text=handoff.format(running_on), citations=cite)
+    assert unsupported_sentences(quoted, tenant) == []
+    changed = Message(kind=kind, text=handoff.format("Claim step 3 needs no form."), citations=cite)
+    assert unsupported_sentences(changed, tenant) == ["Claim step 3 needs no form."]
 
 
 # --------------------------------------------------------------------------- bad files

@@ -453,3 +453,83 @@ def test_a_docbook_note_is_a_labelled_paragraph_not_a_heading_for_what_follows()
         (0, "Note: Do not use local URLs here if you plan to publish your superproject!"),
         (0, "See what files git submodule created:"),
     ]
+
+
+SQLITE_FAQ = Path(__file__).resolve().parents[2] / "demo" / "dev_sqlite_faq" / "pages"
+
+
+def test_faq_questions_in_bold_paragraphs_head_their_answers():
+    result = extract(data=(SQLITE_FAQ / "faq.html").read_bytes(), content_type=HTML)
+    headings = [(b.level, b.text) for b in result.blocks if b.level]
+    assert headings[:3] == [
+        (1, "SQLite Frequently Asked Questions"),
+        (2, "Frequently Asked Questions"),
+        (3, "(1) How do I create an AUTOINCREMENT field?"),
+    ]
+    assert len([h for h in headings if h[0] == 3]) == 27  # every entry, question mark or not
+    assert (3, "(19) INSERT is really slow - I can only do few dozen INSERTs per second") in (
+        headings
+    )
+    # the page's list of its own questions (links to #q1 … #q28) is not a passage
+    assert result.text.count("How do I create an AUTOINCREMENT field?") == 1
+    chunks = chunk_document(result)
+    autoincrement = next(c for c in chunks if "will autoincrement" in c.text)
+    assert autoincrement.heading_path[-1] == "(1) How do I create an AUTOINCREMENT field?"
+
+
+def test_a_bold_paragraph_that_asks_nothing_stays_body_text():
+    result = extract(
+        data=_html(
+            "<main><h1>Setup</h1><p><b>Important:</b></p><p>Back up first.</p>"
+            "<p><b>Do this before you start.</b></p><p>Then run it.</p>"
+            "<p><b>Why?</b> Because the <b>disk</b> fills up?</p></main>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Setup"),
+        (0, "Important:"),
+        (0, "Back up first."),
+        (0, "Do this before you start."),
+        (0, "Then run it."),
+        (0, "Why? Because the disk fills up?"),
+    ]
+
+
+def test_a_lone_bold_question_heads_its_answer_one_level_below_the_section():
+    result = extract(
+        data=_html(
+            "<main><h1>Help</h1><h2>Billing</h2><p><strong>Can I pay by invoice?</strong></p>"
+            "<p>Yes, on annual plans.</p><p><strong>Refunds are slow</strong></p>"
+            "<p>They take 10 days.</p><h2>Shipping</h2><p>Ships in 2 days.</p></main>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Help"),
+        (2, "Billing"),
+        (3, "Can I pay by invoice?"),
+        (0, "Yes, on annual plans."),
+        (0, "Refunds are slow"),  # one question among two bold lines: not a list of them
+        (0, "They take 10 days."),
+        (2, "Shipping"),
+        (0, "Ships in 2 days."),
+    ]
+
+
+def test_a_list_of_links_to_the_same_page_is_dropped_but_other_link_lists_stay():
+    result = extract(
+        data=_html(
+            "<main><h1>FAQ</h1><ol><li><a href='#a'>Returns?</a></li><li><a href='#b'>Refunds?"
+            "</a></li><li><a href='#c'>Shipping?</a></li></ol>"
+            "<ul><li><a href='other.html'>Warranty</a></li><li><a href='x.html'>Repairs</a></li>"
+            "<li><a href='y.html'>Parts</a></li></ul>"
+            "<ul><li><a href='#a'>Returns</a> within 30 days</li><li><a href='#b'>Refunds</a>"
+            "</li><li><a href='#c'>Shipping</a></li></ul><p>Done.</p></main>"
+        ),
+        content_type=HTML,
+    )
+    assert "Returns?" not in result.text
+    assert "Warranty" in result.text
+    assert "Returns within 30 days" in result.text  # an item says more than its link
+    assert "Done." in result.text
