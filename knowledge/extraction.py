@@ -70,9 +70,10 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # topic">) dropped; 5: the source's spaces before punctuation kept ("git add ."), the
 # paragraphs and listings of a <dd> or <li> kept apart, the terms of a list of sections
 # (gitfaq) headings, an admonition's heading a label, callouts numbered with their command.
-# 6: code lines keep their indentation. 7: a paragraph of one bold question heads its answer
-# (FAQs without heading tags), a list of nothing but links into the same page is dropped (the
-# page's list of its own questions). Markdown 1: fenced and indented code keeps its lines
+# 6: code lines keep their indentation. 7: FAQ entries without heading tags head their
+# answers (a paragraph of one bold question, a "Q: …?" paragraph, an accordion's <summary>),
+# and a list of nothing but links into the same page is dropped (the page's list of its own
+# questions). Markdown 1: fenced and indented code keeps its lines
 # and their indentation (it was one collapsed line). Plain text 1: a title underlined (or
 # over- and underlined, reStructuredText) with any repeated mark of = - ~ ^ * + # " ' ` : . _
 # is a heading (only = and - were, and any run of them). Others: 0, as before versions existed.
@@ -594,9 +595,16 @@ def _bold_text(p, limits: Limits) -> str | None:
     return text if 0 < len(text) <= QUESTION_HEADING_MAX_CHARS else None
 
 
+# "Q: Do you ship abroad?" / "Question: …?" paragraphs (the answer after them, often "A: …").
+_ASKED = re.compile(r"^(?:Q|Question)\s*[:.]\s+(?=\S)", re.I)
+
+
 def _bold_question(p, limits: Limits, questions_of: dict) -> str | None:
-    """The heading a bold paragraph makes (see above), or None. `questions_of` caches, per
-    parent, whether its bold paragraphs are a list of questions."""
+    """The heading a bold paragraph or a "Q: …?" paragraph makes (see above), or None.
+    `questions_of` caches, per parent, whether its bold paragraphs are a list of questions."""
+    plain = _SPACES.sub(" ", _html_text(p, limits).replace(_JOIN, " ")).strip()
+    if plain.endswith("?") and len(plain) <= QUESTION_HEADING_MAX_CHARS and _ASKED.match(plain):
+        return _ASKED.sub("", plain, count=1)
     text = _bold_text(p, limits)
     if text is None or text.endswith(":"):
         return None
@@ -608,6 +616,15 @@ def _bold_question(p, limits: Limits, questions_of: dict) -> str | None:
         asked = sum(t.endswith("?") for t in bold)
         questions_of[parent] = len(bold) >= 3 and asked * 2 > len(bold)
     return text if questions_of[parent] else None
+
+
+def _summary(details):
+    """The <summary> of a <details> that heads its entry: one with text and no heading
+    element inside (a heading there heads the entry itself)."""
+    first = next((c for c in details if isinstance(c.tag, str)), None)
+    if first is None or first.tag != "summary" or not "".join(first.itertext()).strip():
+        return None
+    return None if any(e.tag in _HTML_HEADINGS for e in first.iter()) else first
 
 
 def _local_contents(element) -> bool:
@@ -782,6 +799,15 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             add(question, section)
         elif name in ("ul", "ol") and _local_contents(item):
             continue
+        elif name == "details" and (summary := _summary(item)) is not None:
+            # an accordion entry (<details><summary>question</summary>answer</details>): its
+            # summary heads the answer, one level below the enclosing heading
+            flush()
+            level = min(max(headed, 1) + 1, 6)
+            stack.append(_EndSections(level))
+            _push_children(
+                stack, item, lambda c, t=summary, lv=level: [_Term(c, lv)] if c is t else [c]
+            )
         elif name in _HTML_FLOW and _blocks(item):
             flush()
             stack.append(flush_marker)

@@ -533,3 +533,40 @@ def test_a_list_of_links_to_the_same_page_is_dropped_but_other_link_lists_stay()
     assert "Warranty" in result.text
     assert "Returns within 30 days" in result.text  # an item says more than its link
     assert "Done." in result.text
+
+
+def test_accordion_entries_and_q_paragraphs_head_their_answers():
+    result = extract(
+        data=_html(
+            "<main><h1>Help</h1><h2>Orders</h2>"
+            "<details><summary>How long does shipping take?</summary>"
+            "<p>Standard shipping takes 3-5 days.</p><p>Express is next day.</p></details>"
+            "<details><summary>Can I cancel?</summary>Yes, within one hour.</details>"
+            "<p>After the entries.</p>"
+            "<h2>Abroad</h2><p>Q: Do you ship abroad?</p><p>A: Yes, to 30 countries.</p>"
+            "<p><strong>Q.</strong> Is gift wrap free?</p><p>No, it costs 2 EUR.</p>"
+            "<p>Q: this one asks nothing.</p><details><summary> </summary>Empty summary.</details>"
+            "</main>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks if b.text] == [
+        (1, "Help"),
+        (2, "Orders"),
+        (3, "How long does shipping take?"),
+        (0, "Standard shipping takes 3-5 days."),
+        (0, "Express is next day."),
+        (3, "Can I cancel?"),
+        (0, "Yes, within one hour."),
+        (0, "After the entries."),
+        (2, "Abroad"),
+        (3, "Do you ship abroad?"),
+        (0, "A: Yes, to 30 countries."),
+        (3, "Is gift wrap free?"),
+        (0, "No, it costs 2 EUR."),
+        (0, "Q: this one asks nothing."),
+        (0, "Empty summary."),
+    ]
+    chunks = chunk_document(result)
+    after = next(c for c in chunks if "After the entries." in c.text)
+    assert after.heading_path[-1] == "Orders"  # the accordion's end returns to its section
