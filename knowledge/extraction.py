@@ -524,6 +524,16 @@ def _html_text(element, limits: Limits) -> str:
     return "".join(strings)
 
 
+def _plain_text(element, limits: Limits) -> str:
+    """The element's visible text on one line (spaces and `_JOIN`s one space), stripped."""
+    return _SPACES.sub(" ", _html_text(element, limits)).strip()
+
+
+def _below(level: int) -> int:
+    """The level of a section heading found under a heading of `level` (0: none yet)."""
+    return min(max(level, 1) + 1, 6)
+
+
 def _push_children(stack: list, element, wrap=None) -> None:
     """Push the element's text and children (each followed by its tail) in reverse order;
     `wrap(child)` gives the items read in a child's place (in reading order)."""
@@ -569,7 +579,7 @@ def _dl_is_sections(dl, limits: Limits) -> bool:
             term = child
         elif child.tag == "dd" and term is not None:
             entries += 1
-            question = _SPACES.sub(" ", _html_text(term, limits)).strip().endswith("?")
+            question = _plain_text(term, limits).endswith("?")
             heads += question or _blocks(child) >= 2
             term = None
     return heads * 2 > entries
@@ -591,7 +601,7 @@ def _bold_text(p, limits: Limits) -> str | None:
         return None
     if (p.text or "").strip() or (children[0].tail or "").strip():
         return None
-    text = _SPACES.sub(" ", _html_text(children[0], limits).replace(_JOIN, " ")).strip()
+    text = _plain_text(children[0], limits)
     return text if 0 < len(text) <= QUESTION_HEADING_MAX_CHARS else None
 
 
@@ -602,7 +612,9 @@ _ASKED = re.compile(r"^(?:Q|Question)\s*[:.]\s+(?=\S)", re.I)
 def _bold_question(p, limits: Limits, questions_of: dict) -> str | None:
     """The heading a bold paragraph or a "Q: …?" paragraph makes (see above), or None.
     `questions_of` caches, per parent, whether its bold paragraphs are a list of questions."""
-    plain = _SPACES.sub(" ", _html_text(p, limits).replace(_JOIN, " ")).strip()
+    # the visible text is only read when a piece of it opens with Q (most paragraphs: none)
+    may_ask = any(t.lstrip()[:1] in ("Q", "q") for t in p.itertext())
+    plain = _plain_text(p, limits) if may_ask else ""
     if plain.endswith("?") and len(plain) <= QUESTION_HEADING_MAX_CHARS and _ASKED.match(plain):
         return _ASKED.sub("", plain, count=1)
     text = _bold_text(p, limits)
@@ -795,7 +807,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             section = headed = _HTML_HEADINGS[name]
         elif name == "p" and (question := _bold_question(item, limits, questions_of)):
             flush()
-            section = min(max(headed, 1) + 1, 6)
+            section = _below(headed)
             add(question, section)
         elif name in ("ul", "ol") and _local_contents(item):
             continue
@@ -803,7 +815,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             # an accordion entry (<details><summary>question</summary>answer</details>): its
             # summary heads the answer, one level below the enclosing heading
             flush()
-            level = min(max(headed, 1) + 1, 6)
+            level = _below(headed)
             stack.append(_EndSections(level))
             _push_children(
                 stack, item, lambda c, t=summary, lv=level: [_Term(c, lv)] if c is t else [c]
@@ -816,7 +828,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             has_h1 = has_h1 or any(True for _ in item.iter("h1"))
             flush()
             cells = _html_cells(item) if name == "tr" else []
-            texts = [_SPACES.sub(" ", _html_text(c, limits)).strip() for c in cells]
+            texts = [_plain_text(c, limits) for c in cells]
             if cells and not any(texts):
                 continue  # a row of empty cells (layout tables of navigation bars)
             text = " | ".join(texts) if cells else _html_text(item, limits)
@@ -825,7 +837,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             inline.append(_JOIN)
         elif name == "dl" and _dl_is_sections(item, limits):
             flush()
-            level = min(max(section, 1) + 1, 6)
+            level = _below(section)
             stack.append(_EndSections(level))
             _push_children(
                 stack, item, lambda c, level=level: [_Term(c, level) if c.tag == "dt" else c]
@@ -838,7 +850,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             if box_title is not None:
                 stack.append(_Label(""))
                 _push_children(stack, item, lambda c, t=box_title: [] if c is t else [c])
-                heading = _SPACES.sub(" ", _html_text(box_title, limits)).strip()
+                heading = _plain_text(box_title, limits)
                 stack.append(_Label(f"{heading}: " if heading else ""))
             elif callouts:
                 _push_children(
