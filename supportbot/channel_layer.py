@@ -22,11 +22,11 @@ write in `asyncio.wait_for`, which returns the finished write instead of raising
 `CancelledError` when the cancel lands just after the write completed (CPython gh-86296, fixed
 in 3.12). channels-redis then starts its next blocking pop, and on an idle channel it pops again
 every 5 s forever: a cancelled pump never ended, and a test's event-loop teardown (or a daphne
-shutdown) waited on it for good. So a pump whose cancellation was swallowed raises it again
-after its next Redis call: it ends at most one blocking pop (`brpop_timeout`, 5 s) after the
-cancel. A message popped meanwhile stays in channels-redis' backup queue, which the next pop
-of the channel puts back first, so nothing is lost. `send` and the group calls raise a
-cancellation swallowed during them the same way.
+shutdown) waited on it for good. So every Redis call of the layer (each pop, `send`, the group
+calls) raises a cancellation that arrived and was swallowed during it (`_keeping_cancel`): a
+pump ends at most one blocking pop (`brpop_timeout`, 5 s) after its cancel. A message popped
+meanwhile stays in channels-redis' backup queue, which the next pop of the channel puts back
+first, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -62,14 +62,6 @@ async def _keeping_cancel(call: Awaitable[T]) -> T:
     if task is not None and task.cancelling() > before:
         raise asyncio.CancelledError
     return result
-
-
-def _raise_swallowed_cancel() -> None:
-    """Raise `CancelledError` if the current task was cancelled and some library swallowed it
-    (its cancel count is still up: nothing deliberately uncancelled it)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):
@@ -137,7 +129,6 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
     async def _pump(self, real_channel: str) -> None:
         """Pop the process's channel until cancelled and buffer each message for its consumer."""
         while True:
-            _raise_swallowed_cancel()
             try:
                 targets, message = await self.receive_single(real_channel)
             except _ERRORS as exc:
@@ -155,12 +146,10 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             self._prune(now)
 
     async def _brpop_with_clean(self, index, channel, timeout):
-        """channels-redis' pop, which loops on an empty channel: a pump whose cancellation
-        redis-py swallowed stops here (see the module docstring)."""
-        member = await super()._brpop_with_clean(index, channel, timeout)
-        if asyncio.current_task() is self._pump_task:
-            _raise_swallowed_cancel()  # a popped member waits in the backup queue
-        return member
+        """channels-redis' pop, which loops on an empty channel: a receiver (the pump) whose
+        cancellation redis-py swallowed stops here (see the module docstring); a popped member
+        waits in the backup queue."""
+        return await _keeping_cancel(super()._brpop_with_clean(index, channel, timeout))
 
     def _prune(self, now: float) -> None:
         """Drop the buffers of consumers that are gone (nobody waited on them for a while)."""

@@ -17,17 +17,22 @@ from supportbot import channel_layer as layer_module
 from supportbot.channel_layer import ResilientRedisChannelLayer
 
 
-@pytest.fixture
-async def layer():
+def _new_layer() -> ResilientRedisChannelLayer:
+    """A layer configured as the product's, under a prefix of its own. The product's capacity
+    matters: 40 consumers' 200 messages share the process channel, and the default 100 made a
+    send fail (ChannelFull) whenever a loaded machine slowed the pump."""
     config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
-    # The product's capacity: 40 consumers' 200 messages share the process channel, and the
-    # default 100 made a send fail (ChannelFull) whenever a loaded machine slowed the pump.
-    layer = ResilientRedisChannelLayer(
+    return ResilientRedisChannelLayer(
         hosts=config["hosts"],
         capacity=config["capacity"],
         channel_capacity=config["channel_capacity"],
         prefix=f"test-layer-{secrets.token_hex(4)}",
     )
+
+
+@pytest.fixture
+async def layer():
+    layer = _new_layer()
     yield layer
     await layer.flush()
 
@@ -113,13 +118,7 @@ async def test_buffers_of_consumers_that_left_are_dropped(layer, monkeypatch):
 
 
 def _make_layer() -> ResilientRedisChannelLayer:
-    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
-    made = ResilientRedisChannelLayer(
-        hosts=config["hosts"],
-        capacity=config["capacity"],
-        channel_capacity=config["channel_capacity"],
-        prefix=f"test-layer-{secrets.token_hex(4)}",
-    )
+    made = _new_layer()
     made.brpop_timeout = 1  # the bound on a stop whose cancel was swallowed
     return made
 
