@@ -286,10 +286,11 @@ class Pool:
                 logger.warning("poll of %s raised %r", ws.name, r)
         if isinstance(health, BaseException):
             ws.health_failures += 1
-            # Refused or 503 is definitive; a slow answer (busy CPU) must repeat to count.
-            definitive = isinstance(health.__cause__, httpx.ConnectError) or (
-                isinstance(health, WorkerFailure) and health.status is not None
-            )
+            # Only a slow answer (a busy CPU engine) must repeat to count. Anything else is
+            # definitive: refused, a non-200, or a connection reset or closed without an
+            # answer, which is what the first poll after a crash sees while the kernel
+            # tears the dead server's socket down.
+            definitive = not isinstance(health.__cause__, httpx.TimeoutException)
             if definitive or ws.health_failures >= 3:
                 ws.healthy = False
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ def fixture_text() -> str:
 class Behaviour:
     health_status: int = 200
     health_delay_s: float = 0.0
+    health_reset: bool = False  # reset the connection instead of answering /health
     chat_status: int = 200
     chat_body: bytes = b'{"error": {"message": "bad request"}}'
     first_byte_delay_s: float = 0.0
@@ -123,6 +125,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/health":
             if b.health_delay_s:
                 time.sleep(b.health_delay_s)
+            if b.health_reset:  # as a killed server's socket does: RST, no answer
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.close_connection = True
+                self.connection.close()
+                return
             self._send(b.health_status, b"", "application/json")
         elif self.path == "/metrics":
             self._send(200, _metrics_body(b), "text/plain; version=0.0.4")

@@ -84,6 +84,23 @@ async def test_slow_health_answers_must_repeat_three_times_to_mark_down(replay):
         await pool.http.aclose()
 
 
+async def test_a_health_connection_reset_without_an_answer_marks_the_worker_down_at_once(
+    pool, replay
+):
+    """The first poll after an engine is killed sees its socket reset, not refused."""
+    await sync_to_async(ModelWorkerFactory)(name="w-a", base_url=replay.url)
+    await pool.ensure_running()
+    ws = pool.workers["w-a"]
+    assert ws.healthy is True
+    replay.behaviour.health_reset = True
+    await pool.poll_once()
+    assert ws.healthy is False
+    assert "/health unreachable" in ws.last_error
+    replay.behaviour.health_reset = False
+    await pool.poll_once()
+    assert ws.healthy is True
+
+
 async def test_tokens_per_second_and_engine_window_come_from_successive_scrapes(pool, replay):
     await sync_to_async(ModelWorkerFactory)(name="w-a", base_url=replay.url)
     await pool.ensure_running()  # first scrape: the window is everything since engine start
