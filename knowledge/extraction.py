@@ -73,14 +73,15 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # 6: code lines keep their indentation. 7: FAQ entries without heading tags head their
 # answers (a paragraph of one bold question, a "Q: …?" paragraph, an accordion's <summary>),
 # and a list of nothing but links into the same page is dropped (the page's list of its own
-# questions). Markdown 1: fenced and indented code keeps its lines
-# and their indentation (it was one collapsed line). Plain text 1: a title underlined (or
-# over- and underlined, reStructuredText) with any repeated mark of = - ~ ^ * + # " ' ` : . _
-# is a heading (only = and - were, and any run of them). Others: 0, as before versions existed.
+# questions). 8: footnote references and back-links ("[6]", "[*]") dropped. Markdown 1:
+# fenced and indented code keeps its lines and their indentation (it was one collapsed
+# line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
+# any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
+# run of them). Others: 0, as before versions existed.
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 7, PDF: 0, MARKDOWN: 1, PLAIN: 1}
+EXTRACTOR_VERSIONS = {HTML: 8, PDF: 0, MARKDOWN: 1, PLAIN: 1}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -464,6 +465,66 @@ _LOCAL_CONTENTS = {"contents", "topic"}
 _PERMALINK_TEXT = {"¶", "#", "§", "🔗"}
 
 
+# Footnote references and their back-links ("also supported. [6]", "a limit [*]"): in a
+# quote they read as one of our citation marks. Sphinx and Python-Markdown mark them by role
+# or class, GitHub by a data attribute, DocBook only by a <sup> mark linking into the page.
+_FOOTNOTE_ROLES = {"doc-noteref", "doc-backlink"}
+_FOOTNOTE_CLASSES = {"footnote-reference", "footnote-ref", "footnote", "footnote-backref"}
+_FOOTNOTE_DATA = ("data-footnote-ref", "data-footnote-backref")
+_FOOTNOTE_MARK = re.compile(r"^\[?\s*(?:\d{1,3}|[a-z]|[*†‡§¶#↩]+)\s*\]?$")
+
+
+def _footnote_mark(link) -> bool:
+    """Whether an <a> is a footnote reference or back-link (in-page, a mark for its text)."""
+    if not (link.get("href") or "").startswith("#"):
+        return False
+    # The text decides first: Sphinx also marks a heading's link back to the page's table
+    # of contents as role="doc-backlink", and that text is the heading.
+    if not _FOOTNOTE_MARK.match("".join(link.itertext()).strip()):
+        return False
+    if link.get("role") in _FOOTNOTE_ROLES or any(a in link.attrib for a in _FOOTNOTE_DATA):
+        return True
+    if not _FOOTNOTE_CLASSES.isdisjoint((link.get("class") or "").split()):
+        return True
+    parent = link.getparent()
+    return (parent is not None and parent.tag == "sup") or any(c.tag == "sup" for c in link)
+
+
+_CLOSES_UP = re.compile(r"^[,.;:!?)\]]")
+
+
+def _footnote_marks_remove(root, limits: Limits) -> None:
+    """Take footnote marks out of the tree, with a <sup> that holds nothing else, and close
+    the space a mark leaves before punctuation ("sooner [†], or" -> "sooner, or")."""
+    marks = [a for a in root.iter("a") if _footnote_mark(a)]
+    limits.check_time()
+    for link in marks:
+        parent = link.getparent()
+        sup_of_mark = (
+            parent is not None
+            and parent.tag == "sup"
+            and len(parent) == 1
+            and not (parent.text or "").strip()
+            and not (link.tail or "").strip()
+        )
+        node = parent if sup_of_mark else link
+        tail = node.tail or ""
+        holder = node.getparent()
+        if holder is None:
+            continue
+        previous = node.getprevious()
+        before = (previous.tail if previous is not None else holder.text) or ""
+        if _CLOSES_UP.match(tail.lstrip()):
+            before, tail = before.rstrip(), tail.lstrip()
+        elif before[-1:].isspace() and tail[:1].isspace():
+            tail = tail.lstrip()
+        if previous is not None:
+            previous.tail = before + tail
+        else:
+            holder.text = before + tail
+        holder.remove(node)
+
+
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 _HTML_CONTAINERS = {"div", "section", "ul", "ol", "dl", "table", "tbody", "thead"}
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "search"}
@@ -743,6 +804,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         return result
     limits.check_time()
     root = _html_root(document)
+    _footnote_marks_remove(root, limits)
     title_element = document.find("head/title")
     title = _html_text(title_element, limits) if title_element is not None else ""
     # (text, level); level -1: preformatted; (None, level): the end of a list's sections

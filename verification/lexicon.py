@@ -153,7 +153,12 @@ class _Word(Protocol):
 
 @lru_cache(maxsize=65536)
 def root(word: str) -> str:
-    """The stem without a final e, so "include", "includes" and "including" meet."""
+    """The key of the synonym and contrast tables: the Snowball stem less a final e.
+
+    Snowball already joins "include", "includes" and "including"; the final e still drops
+    where Snowball keeps it ("base", "case"), as it did under the suffix stripper the tables
+    were first written for.
+    """
     base = stem(word)
     return base[:-1] if len(base) > 3 and base.endswith("e") else base
 

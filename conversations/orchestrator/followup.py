@@ -10,7 +10,8 @@ weighing the previous question into the choice of sentences changed nothing.
 
 Detection is by the message's form, never by topic: it is short, or it opens like a
 continuation ("and …", "what about …", "then …"), or it refers back with a pronoun or a word
-that needs an antecedent ("that", "it", "undo", "instead", "too").
+that needs an antecedent ("that", "it", "undo", "instead", "too"), or contrasts with it
+("… though?"), or ends on a bare question word ("i do want to overwrite it, how?").
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ _ANAPHORA = frozenset(
         "undo",
         "revert",
         "same",
+        "though",  # "is that safe though?": a contrast with what was just said
     }
 )
+# A question word left bare at the end ("…, how?") asks about what was just said.
+_BARE_TAIL = re.compile(r"[,;]\s*(?:how|why|where|when|which)\s*[?!.]*\s*$", re.I)
 _WORD = re.compile(r"[a-z']+")
 
 
@@ -57,7 +61,7 @@ def is_follow_up(text: str) -> bool:
     words = _WORD.findall(text.lower().replace("’", "'"))
     if len(text.split()) <= SHORT_WORDS:
         return True
-    if _LEADS.match(text):
+    if _LEADS.match(text) or _BARE_TAIL.search(text):
         return True
     return any(w in _ANAPHORA for w in words)
 

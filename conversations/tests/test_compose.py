@@ -203,6 +203,9 @@ def test_a_follow_up_is_answered_for_its_own_words():
         ("Express?", True),
         ("how long does it take to arrive", True),  # "it": needs an antecedent
         ("then can I cancel the order", True),
+        ("is turning off synchronous safe though?", True),  # a contrast with the last turn
+        ("i really do want to overwrite what's on the server, how", True),
+        ("How and when do refunds arrive?", False),
         ("How long do refunds take for opened items?", False),
         ("Which browsers does the Django admin support?", False),
     ],

@@ -570,3 +570,46 @@ def test_accordion_entries_and_q_paragraphs_head_their_answers():
     chunks = chunk_document(result)
     after = next(c for c in chunks if "After the entries." in c.text)
     assert after.heading_path[-1] == "Orders"  # the accordion's end returns to its section
+
+
+def _body_texts(body: str) -> list[str]:
+    return [b.text for b in extract(data=_html(body), content_type=HTML).blocks]
+
+
+def test_footnote_marks_are_dropped_and_close_up_before_punctuation():
+    """A footnote mark in a quote reads as one of our citation marks ("supported. [6]")."""
+    sphinx = (
+        "<main><h1>Tasks</h1><p>nodes that process them sooner "
+        "<a class='footnote-reference brackets' href='#id5' id='id2' role='doc-noteref'>"
+        "<span class='fn-bracket'>[</span>†<span class='fn-bracket'>]</span></a>, or the "
+        "concurrency slots <a class='footnote-reference brackets' href='#id6' "
+        "role='doc-noteref'>[‡]</a> (processes).</p></main>"
+    )
+    assert _body_texts(sphinx)[-1] == (
+        "nodes that process them sooner, or the concurrency slots (processes)."
+    )
+    docbook = (
+        "<main><h1>Init</h1><p>Other methods are also supported.  <a href='#ftn.idm1870' "
+        "class='footnote' id='idm1870'><sup class='footnote'>[6]</sup></a></p>"
+        "<div class='footnotes'><div id='ftn.idm1870' class='footnote'><p>"
+        "<a href='#idm1870' class='para'><sup class='para'>[6] </sup></a> In 2014, Debian "
+        "changed its default init system.</p></div></div></main>"
+    )
+    assert _body_texts(docbook)[-2:] == [
+        "Other methods are also supported.",
+        "In 2014, Debian changed its default init system.",
+    ]
+    github = (
+        "<main><h1>Notes</h1><p>Refunds take 5 days<sup><a href='#user-content-fn-1' "
+        "id='user-content-fnref-1' data-footnote-ref>1</a></sup>.</p></main>"
+    )
+    assert _body_texts(github)[-1] == "Refunds take 5 days."
+
+
+def test_links_that_are_not_footnote_marks_stay():
+    texts = _body_texts(
+        "<main><h2><a class='toc-backref' href='#id2' role='doc-backlink'>How do I run it?"
+        "</a></h2><p>See <a href='#step-2'>2</a> above, the <a href='https://x.test/'>[a]</a>"
+        " list and x<sup>2</sup>.</p></main>"
+    )
+    assert texts[-2:] == ["How do I run it?", "See 2 above, the [a] list and x2."]
