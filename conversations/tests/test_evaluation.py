@@ -30,6 +30,7 @@ DEVSQLALCHEMY = ROOT / "dev_sqlalchemy_faq" / "eval_answers.json"
 DEVCELERY = ROOT / "dev_celery_faq" / "eval_answers.json"
 DEVGIT = ROOT / "dev_git_faq" / "eval_answers.json"
 DEVSQLITE = ROOT / "dev_sqlite_faq" / "eval_answers.json"
+DEVFETCHMAIL = ROOT / "dev_fetchmail_faq" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -90,7 +91,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "path",
-    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY, DEVCELERY, DEVGIT, DEVSQLITE],
+    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY, DEVCELERY, DEVGIT, DEVSQLITE, DEVFETCHMAIL],
     ids=[
         "python-faq",
         "demo",
@@ -100,6 +101,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-celery",
         "dev-git",
         "dev-sqlite",
+        "dev-fetchmail",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):

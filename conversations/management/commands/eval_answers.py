@@ -30,6 +30,8 @@ CORPORA = {
     "dev-git": Path(settings.BASE_DIR) / "demo" / "dev_git_faq" / "eval_answers.json",
     # sqlite.org's hand-written HTML: FAQ questions as bold paragraphs, answers in blockquotes.
     "dev-sqlite": Path(settings.BASE_DIR) / "demo" / "dev_sqlite_faq" / "eval_answers.json",
+    # Fetchmail's hand-written XHTML FAQ: one long page, 119 <h2> questions coded G1..O17.
+    "dev-fetchmail": Path(settings.BASE_DIR) / "demo" / "dev_fetchmail_faq" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
