@@ -73,7 +73,9 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # 6: code lines keep their indentation. 7: FAQ entries without heading tags head their
 # answers (a paragraph of one bold question, a "Q: …?" paragraph, an accordion's <summary>),
 # and a list of nothing but links into the same page is dropped (the page's list of its own
-# questions). 8: footnote references and back-links ("[6]", "[*]") dropped. Markdown 1:
+# questions). 8: footnote references and back-links ("[6]", "[*]") dropped. 9: a
+# run of three or more links into the page one to a line (<br>), a contents without a list,
+# dropped. Markdown 1:
 # fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
 # any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
@@ -81,7 +83,7 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 8, PDF: 0, MARKDOWN: 1, PLAIN: 1}
+EXTRACTOR_VERSIONS = {HTML: 9, PDF: 0, MARKDOWN: 1, PLAIN: 1}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -714,6 +716,43 @@ def _local_contents(element) -> bool:
     return True
 
 
+_LINK_RUN_GLUE = re.compile(r"^[\s|•·]*$")
+LINK_RUN_MIN = 3
+
+
+def _link_runs_remove(root, limits: Limits) -> None:
+    """Take out runs of links into the same page set one to a line with <br> (a page's own
+    contents written without a list: the Fetchmail FAQ's). Three or more such links with
+    nothing but spaces or separators between them; a run inside a sentence stays."""
+    parents = [e for e in root.iter() if isinstance(e.tag, str) and len(e)]
+    limits.check_time()
+    for parent in parents:
+        run: list = []
+        runs: list[list] = []
+        for child in parent:
+            in_page = child.tag == "a" and (child.get("href") or "").startswith("#")
+            if (in_page or child.tag == "br") and _LINK_RUN_GLUE.match(child.tail or ""):
+                run.append(child)
+                continue
+            if in_page:  # the last link of a run may be followed by text: it ends the run
+                run.append(child)
+            runs.append(run)
+            run = []
+        runs.append(run)
+        for found in runs:
+            links = [c for c in found if c.tag == "a"]
+            if len(links) < LINK_RUN_MIN:
+                continue
+            previous = found[0].getprevious()
+            tail = found[-1].tail or ""
+            for child in found:
+                parent.remove(child)
+            if previous is not None:
+                previous.tail = (previous.tail or "") + tail
+            else:
+                parent.text = (parent.text or "") + tail
+
+
 def _blocks(element) -> int:
     return sum(
         1
@@ -805,6 +844,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     limits.check_time()
     root = _html_root(document)
     _footnote_marks_remove(root, limits)
+    _link_runs_remove(root, limits)
     title_element = document.find("head/title")
     title = _html_text(title_element, limits) if title_element is not None else ""
     # (text, level); level -1: preformatted; (None, level): the end of a list's sections

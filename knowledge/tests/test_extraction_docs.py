@@ -613,3 +613,18 @@ def test_links_that_are_not_footnote_marks_stay():
         " list and x<sup>2</sup>.</p></main>"
     )
     assert texts[-2:] == ["How do I run it?", "See 2 above, the [a] list and x2."]
+
+
+def test_a_contents_of_in_page_links_one_to_a_line_is_dropped_but_links_in_prose_stay():
+    texts = _body_texts(
+        "<h1>FAQ</h1><h2>Contents</h2>"
+        "<a href='#G1'>G1. What is it?</a><br/>\n<a href='#G2'>G2. Where is it?</a><br/>\n"
+        "<a href='#G3'>G3. Will you fix it?</a><br/>\n"
+        "<h2 id='G1'>G1. What is it?</h2><p>A mail fetcher. See <a href='#G2'>G2</a>, "
+        "<a href='#G3'>G3</a> and <a href='#G4'>G4</a> for more.</p>"
+        "<p><a href='#a'>one</a> | <a href='https://x.test/'>two</a> | <a href='#c'>three</a>"
+        "</p>"
+    )
+    assert "G2. Where is it?" not in " ".join(texts)
+    assert "Contents" not in texts
+    assert texts[-2:] == ["A mail fetcher. See G2, G3 and G4 for more.", "one | two | three"]
