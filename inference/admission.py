@@ -11,6 +11,7 @@ and failed ones included): the unused part of the estimate is refunded, an exces
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from inference.errors import InputTooLarge, TenantRateLimited
+from supportbot.cancellation import cancel_count, cancel_swallowed_since
 
 # Per message the chat template adds a few tokens (role markers, separators).
 _TOKENS_PER_MESSAGE = 4
@@ -133,10 +135,19 @@ class TenantLimiter:
                 f"request cost {cost} tokens exceeds the tenant burst of {self.burst}"
             )
         lease_id = uuid.uuid4().hex
+        before = cancel_count()
         ok, reason, value = await self._acquire(
             keys=self._keys(tenant_id),
             args=[self.burst, self.rate_per_s, cost, self.max_concurrency, lease_id, lease_ttl_s],
         )
+        if cancel_swallowed_since(before):
+            # Cancelled while taking the lease, and redis-py swallowed it: the caller is gone,
+            # so the slot and tokens go back now, not when the lease expires.
+            if int(ok):
+                await self.release(
+                    Lease(tenant_id=tenant_id, lease_id=lease_id, cost=cost), used_tokens=0
+                )
+            raise asyncio.CancelledError
         reason = reason.decode() if isinstance(reason, bytes) else reason
         if not int(ok):
             wait = float(value)

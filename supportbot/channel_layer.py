@@ -23,10 +23,10 @@ write in `asyncio.wait_for`, which returns the finished write instead of raising
 in 3.12). channels-redis then starts its next blocking pop, and on an idle channel it pops again
 every 5 s forever: a cancelled pump never ended, and a test's event-loop teardown (or a daphne
 shutdown) waited on it for good. So every Redis call of the layer (each pop, `send`, the group
-calls) raises a cancellation that arrived and was swallowed during it (`_keeping_cancel`): a
-pump ends at most one blocking pop (`brpop_timeout`, 5 s) after its cancel. A message popped
-meanwhile stays in channels-redis' backup queue, which the next pop of the channel puts back
-first, so nothing is lost.
+calls) raises a cancellation that arrived and was swallowed during it
+(`supportbot.cancellation.keeping_cancel`): a pump ends at most one blocking pop
+(`brpop_timeout`, 5 s) after its cancel. A message popped meanwhile stays in channels-redis'
+backup queue, which the next pop of the channel puts back first, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Awaitable
-from typing import TypeVar
 
 import redis
 from channels_redis.core import ChannelLock, RedisChannelLayer
+
+from supportbot.cancellation import keeping_cancel
 
 logger = logging.getLogger(__name__)
 
@@ -48,20 +48,6 @@ RETRY_S = 1.0
 # names are never reused); channels-redis expires undelivered messages after 60 s as well.
 IDLE_BUFFER_S = 120.0
 _ERRORS = (redis.RedisError, OSError)
-T = TypeVar("T")
-
-
-async def _keeping_cancel(call: Awaitable[T]) -> T:
-    """Await a Redis call; raise `CancelledError` after it if the task was cancelled during it
-    and redis-py swallowed that (see the module docstring), so a consumer whose socket closed
-    mid-`group_discard` ends instead of waiting for input that never comes. A cancellation the
-    task had already handled before the call is left alone."""
-    task = asyncio.current_task()
-    before = task.cancelling() if task is not None else 0
-    result = await call
-    if task is not None and task.cancelling() > before:
-        raise asyncio.CancelledError
-    return result
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):
@@ -149,7 +135,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         """channels-redis' pop, which loops on an empty channel: a receiver (the pump) whose
         cancellation redis-py swallowed stops here (see the module docstring); a popped member
         waits in the backup queue."""
-        return await _keeping_cancel(super()._brpop_with_clean(index, channel, timeout))
+        return await keeping_cancel(super()._brpop_with_clean(index, channel, timeout))
 
     def _prune(self, now: float) -> None:
         """Drop the buffers of consumers that are gone (nobody waited on them for a while)."""
@@ -162,17 +148,17 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 self.receive_buffer.pop(channel, None)
 
     async def send(self, channel, message):
-        await _keeping_cancel(super().send(channel, message))
+        await keeping_cancel(super().send(channel, message))
 
     async def group_add(self, group, channel):
         try:
-            await _keeping_cancel(super().group_add(group, channel))
+            await keeping_cancel(super().group_add(group, channel))
         except _ERRORS as exc:
             self._warn("group_add", exc)
 
     async def group_discard(self, group, channel):
         try:
-            await _keeping_cancel(super().group_discard(group, channel))
+            await keeping_cancel(super().group_discard(group, channel))
         except _ERRORS as exc:
             self._warn("group_discard", exc)
 
@@ -180,7 +166,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         """Send to the group; False when Redis is unreachable (the event reached no one), so
         callers that can deliver another way (the orchestrator) do."""
         try:
-            await _keeping_cancel(super().group_send(group, message))
+            await keeping_cancel(super().group_send(group, message))
         except _ERRORS as exc:
             self._warn("group_send", exc)
             return False

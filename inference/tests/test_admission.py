@@ -1,4 +1,5 @@
 import asyncio
+import contextlib
 import uuid
 
 import pytest
@@ -114,3 +115,47 @@ async def test_cost_above_burst_can_never_pass(redis):
     lim = limiter(redis)
     with pytest.raises(InputTooLarge):
         await lim.acquire(tenant_id=1, cost=1001, lease_ttl_s=60)
+
+
+async def test_a_cancel_redis_py_swallows_while_taking_a_lease_gives_the_lease_back(
+    redis, monkeypatch
+):
+    """Python 3.11's wait_for (inside redis-py) can return the finished call instead of
+    raising the cancel: the cancelled request must not go on holding a slot and tokens."""
+    lim = limiter(redis, max_concurrency=1, burst=100, tokens_per_minute=1)
+    real = lim._acquire
+    swallowed = []
+
+    async def swallowing(**kwargs):
+        result = await real(**kwargs)
+        try:
+            await asyncio.sleep(30)  # the cancel lands as the call finishes
+        except asyncio.CancelledError:
+            swallowed.append(True)  # ... and is swallowed, as wait_for does
+        return result
+
+    monkeypatch.setattr(lim, "_acquire", swallowing)
+    task = asyncio.ensure_future(lim.acquire(tenant_id=5, cost=90, lease_ttl_s=600))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert swallowed, "the seam never saw the cancel"
+    assert await lim.in_flight(tenant_id=5) == 0
+    monkeypatch.setattr(lim, "_acquire", real)
+    # the 90 tokens came back: another 90 fit in the 100-token bucket at once
+    await lim.acquire(tenant_id=5, cost=90, lease_ttl_s=600)
+
+
+async def test_a_cancel_handled_before_taking_a_lease_does_not_cancel_it(redis):
+    lim = limiter(redis)
+    task = asyncio.current_task()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(1)
+    try:
+        lease = await lim.acquire(tenant_id=6, cost=1, lease_ttl_s=60)
+        assert await lim.in_flight(tenant_id=6) == 1
+        await lim.release(lease)
+    finally:
+        task.uncancel()
