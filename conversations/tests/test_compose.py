@@ -103,8 +103,13 @@ def test_the_window_reaches_back_when_the_best_sentence_ends_the_passage():
 CHUNK_END = DELETE.index(" On Windows")
 
 
+# Under a heading that asks no question the quote is anchored at the best sentence: an FAQ
+# entry's answer is quoted from its start (`test_an_faq_entry_is_quoted_from_its_start…`).
+TOPIC = ["Windows notes", "Cleaning up a machine"]
+
+
 def test_a_quote_runs_on_into_the_rest_of_its_section_instead_of_reaching_back():
-    passage = FakePassage(DELETE[:CHUNK_END], continuation=DELETE[CHUNK_END:])
+    passage = FakePassage(DELETE[:CHUNK_END], continuation=DELETE[CHUNK_END:], heading_path=TOPIC)
     draft = extractive_draft(
         query="how do I remove Python I installed deliberately",
         passages=[passage],
@@ -159,10 +164,33 @@ def test_the_reply_has_no_opener_and_every_quote_is_verbatim_and_cited():
     assert [n for _, n in quotes] == ["1"]
 
 
+def test_an_faq_entry_is_quoted_from_its_start_though_the_question_shares_no_word_with_it():
+    autoincrement = (
+        "Short answer: A column declared INTEGER PRIMARY KEY will autoincrement.\n\n"
+        "Longer answer: If you declare a column of a table to be INTEGER PRIMARY KEY, then "
+        "whenever you insert a NULL into that column of the table, the NULL is automatically "
+        "converted into an integer which is one greater than the largest value of that column "
+        "over all other rows in the table, or 1 if the table is empty.\n\n"
+        "There is a function named sqlite3_last_insert_rowid() which will return the integer "
+        "key for the most recent insert operation. Note that the integer key is one greater "
+        "than the largest key that was in the table just prior to the insert."
+    )
+    query = "how do i get an id column that counts up by itself when i insert rows"
+    entry = FakePassage(
+        autoincrement, heading_path=["FAQ", "How do I create an AUTOINCREMENT field?"]
+    )
+    draft = extractive_draft(query=query, passages=[entry], embed=bag_of_words)
+    assert draft.text.startswith("“Short answer: A column declared INTEGER PRIMARY KEY")
+    # the same text under a heading that asks nothing is quoted from its best sentence
+    topic = FakePassage(autoincrement, heading_path=["FAQ", "Keys"])
+    draft = extractive_draft(query=query, passages=[topic], embed=bag_of_words)
+    assert not draft.text.startswith("“Short answer")
+
+
 def test_the_card_shows_the_passage_around_the_quote_never_the_quote_alone():
     draft = extractive_draft(
         query="third-party application uninstaller",
-        passages=[FakePassage(DELETE)],
+        passages=[FakePassage(DELETE, heading_path=TOPIC)],
         embed=bag_of_words,
     )
     quote = re.findall(r"“(.+?)”", draft.text, re.S)[0]
