@@ -4,12 +4,14 @@ Every message goes through `handle_customer_message` in a fresh conversation of 
 customer (cust-1001 owns A-1042 $89.99 and A-1043 $249.00, both delivered) against the
 reference order service over HTTP. Nobody ever confirms a card here, so the provider must
 receive zero refund requests; a card, when one is expected, must show exactly the amount the
-customer meant; everything else must produce no card at all. Every case and its outcome is
-written to `docs/reports/action-phrasings.md`.
+customer meant; everything else must produce no card at all. With `WRITE_REPORTS=1` every
+case and its outcome is written to `docs/reports/action-phrasings.md` (the replies carry
+dates relative to today, so an ordinary run leaves the committed report alone).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -191,20 +193,25 @@ def test_adversarial_phrasings_never_refund_and_never_propose_a_wrong_amount(sho
         )
         if not ok:
             failures.append((number, text, expected, shown, posts))
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    if os.environ.get("WRITE_REPORTS") == "1":
+        _report_write(lines, failures, refunds=shop.refund_posts())
+    assert failures == []
+    assert shop.refunds() == []
+
+
+def _report_write(lines: list[str], failures: list, *, refunds: int) -> None:
     REPORT.write_text(
         "# Refund phrasings through the real orchestrator\n\n"
-        "Written by `conversations/tests/test_action_phrasings.py` (run it to regenerate). "
+        "Written by `conversations/tests/test_action_phrasings.py` "
+        "(`WRITE_REPORTS=1` to regenerate). "
         "Each message is sent by verified customer cust-1001 in a fresh conversation against "
         "the reference order service over HTTP; nobody confirms anything, so `provider refund "
         "POSTs` must stay 0. `card:<amount>` — a proposal card for exactly that amount; "
         "`rejected:<amount>` — read as that amount, refused by policy; `none` — no card.\n\n"
         f"Cases: {len(CASES)}; passed: {len(CASES) - len(failures)}; refunds executed: "
-        f"{shop.refund_posts()}.\n\n"
+        f"{refunds}.\n\n"
         "| # | group | customer message | expected | outcome | provider refund POSTs | "
         "result | bot reply (start) |\n|---|---|---|---|---|---|---|---|\n"
         + "\n".join(lines)
         + "\n"
     )
-    assert failures == []
-    assert shop.refunds() == []
