@@ -740,6 +740,8 @@ def _link_runs_remove(root, limits: Limits) -> None:
             run = []
         runs.append(run)
         for found in runs:
+            while found and found[0].tag == "br":
+                found = found[1:]  # the break before the run keeps what precedes on its line
             links = [c for c in found if c.tag == "a"]
             if len(links) < LINK_RUN_MIN:
                 continue

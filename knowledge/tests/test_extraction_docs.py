@@ -628,3 +628,11 @@ def test_a_contents_of_in_page_links_one_to_a_line_is_dropped_but_links_in_prose
     assert "G2. Where is it?" not in " ".join(texts)
     assert "Contents" not in texts
     assert texts[-2:] == ["A mail fetcher. See G2, G3 and G4 for more.", "one | two | three"]
+
+
+def test_text_around_a_dropped_contents_is_not_run_together():
+    texts = _body_texts(
+        "<main><h1>FAQ</h1><p>Intro text<br/><a href='#a'>A</a><br/><a href='#b'>B</a><br/>"
+        "<a href='#c'>C</a>then more</p></main>"
+    )
+    assert texts[-1] == "Intro text then more"  # not "Intro textthen more"
