@@ -476,9 +476,42 @@ _FOOTNOTE_DATA = ("data-footnote-ref", "data-footnote-backref")
 _FOOTNOTE_MARK = re.compile(r"^\[?\s*(?:\d{1,3}|[a-z]|[*†‡§¶#↩]+)\s*\]?$")
 
 
+_CLOSES_UP = re.compile(r"^[,.;:!?)\]]")
+
+
+def _in_page(link) -> bool:
+    """Whether an element is a link to a place on the same page."""
+    return link.tag == "a" and (link.get("href") or "").startswith("#")
+
+
+def _detach(nodes: list, join) -> None:
+    """Remove sibling nodes (in order, one parent) and their text, keeping the last one's
+    tail: `join(text before the first, that tail)` takes their place."""
+    first, holder = nodes[0], nodes[0].getparent()
+    previous = first.getprevious()
+    before = (previous.tail if previous is not None else holder.text) or ""
+    joined = join(before, nodes[-1].tail or "")
+    for node in nodes:
+        holder.remove(node)
+    if previous is not None:
+        previous.tail = joined
+    else:
+        holder.text = joined
+
+
+def _closing_up(before: str, tail: str) -> str:
+    """Text on either side of a removed mark: no space left before punctuation, one space
+    where both sides had one."""
+    if _CLOSES_UP.match(tail.lstrip()):
+        return before.rstrip() + tail.lstrip()
+    if before[-1:].isspace() and tail[:1].isspace():
+        return before + tail.lstrip()
+    return before + tail
+
+
 def _footnote_mark(link) -> bool:
     """Whether an <a> is a footnote reference or back-link (in-page, a mark for its text)."""
-    if not (link.get("href") or "").startswith("#"):
+    if not _in_page(link):
         return False
     # The text decides first: Sphinx also marks a heading's link back to the page's table
     # of contents as role="doc-backlink", and that text is the heading.
@@ -490,9 +523,6 @@ def _footnote_mark(link) -> bool:
         return True
     parent = link.getparent()
     return (parent is not None and parent.tag == "sup") or any(c.tag == "sup" for c in link)
-
-
-_CLOSES_UP = re.compile(r"^[,.;:!?)\]]")
 
 
 def _footnote_marks_remove(root, limits: Limits) -> None:
@@ -510,21 +540,8 @@ def _footnote_marks_remove(root, limits: Limits) -> None:
             and not (link.tail or "").strip()
         )
         node = parent if sup_of_mark else link
-        tail = node.tail or ""
-        holder = node.getparent()
-        if holder is None:
-            continue
-        previous = node.getprevious()
-        before = (previous.tail if previous is not None else holder.text) or ""
-        if _CLOSES_UP.match(tail.lstrip()):
-            before, tail = before.rstrip(), tail.lstrip()
-        elif before[-1:].isspace() and tail[:1].isspace():
-            tail = tail.lstrip()
-        if previous is not None:
-            previous.tail = before + tail
-        else:
-            holder.text = before + tail
-        holder.remove(node)
+        if node.getparent() is not None:
+            _detach([node], _closing_up)
 
 
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
@@ -709,7 +726,7 @@ def _local_contents(element) -> bool:
     if len(items) < 3 or any(c.tag != "li" for c in items):
         return False
     for item in items:
-        links = [a for a in item.iter("a") if (a.get("href") or "").startswith("#")]
+        links = [a for a in item.iter("a") if _in_page(a)]
         linked = "".join("".join(a.itertext()) for a in links)
         if not links or _SPACES.sub("", "".join(item.itertext())) != _SPACES.sub("", linked):
             return False
@@ -730,7 +747,7 @@ def _link_runs_remove(root, limits: Limits) -> None:
         run: list = []
         runs: list[list] = []
         for child in parent:
-            in_page = child.tag == "a" and (child.get("href") or "").startswith("#")
+            in_page = _in_page(child)
             if (in_page or child.tag == "br") and _LINK_RUN_GLUE.match(child.tail or ""):
                 run.append(child)
                 continue
@@ -745,14 +762,7 @@ def _link_runs_remove(root, limits: Limits) -> None:
             links = [c for c in found if c.tag == "a"]
             if len(links) < LINK_RUN_MIN:
                 continue
-            previous = found[0].getprevious()
-            tail = found[-1].tail or ""
-            for child in found:
-                parent.remove(child)
-            if previous is not None:
-                previous.tail = (previous.tail or "") + tail
-            else:
-                parent.text = (parent.text or "") + tail
+            _detach(found, str.__add__)
 
 
 def _blocks(element) -> int:
