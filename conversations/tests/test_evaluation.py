@@ -31,6 +31,7 @@ DEVCELERY = ROOT / "dev_celery_faq" / "eval_answers.json"
 DEVGIT = ROOT / "dev_git_faq" / "eval_answers.json"
 DEVSQLITE = ROOT / "dev_sqlite_faq" / "eval_answers.json"
 DEVFETCHMAIL = ROOT / "dev_fetchmail_faq" / "eval_answers.json"
+DEVNANO = ROOT / "dev_nano_docs" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -91,7 +92,18 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "path",
-    [PYFAQ, DEMO, DEVFAQ, DEVDEBIAN, DEVSQLALCHEMY, DEVCELERY, DEVGIT, DEVSQLITE, DEVFETCHMAIL],
+    [
+        PYFAQ,
+        DEMO,
+        DEVFAQ,
+        DEVDEBIAN,
+        DEVSQLALCHEMY,
+        DEVCELERY,
+        DEVGIT,
+        DEVSQLITE,
+        DEVFETCHMAIL,
+        DEVNANO,
+    ],
     ids=[
         "python-faq",
         "demo",
@@ -102,6 +114,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-git",
         "dev-sqlite",
         "dev-fetchmail",
+        "dev-nano",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):

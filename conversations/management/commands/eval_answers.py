@@ -32,6 +32,8 @@ CORPORA = {
     "dev-sqlite": Path(settings.BASE_DIR) / "demo" / "dev_sqlite_faq" / "eval_answers.json",
     # Fetchmail's hand-written XHTML FAQ: one long page, 119 <h2> questions coded G1..O17.
     "dev-fetchmail": Path(settings.BASE_DIR) / "demo" / "dev_fetchmail_faq" / "eval_answers.json",
+    # nano: a hand-written HTML FAQ (<h3> questions) + the Texinfo manual (long <dl> lists).
+    "dev-nano": Path(settings.BASE_DIR) / "demo" / "dev_nano_docs" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
