@@ -75,7 +75,9 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # and a list of nothing but links into the same page is dropped (the page's list of its own
 # questions). 8: footnote references and back-links ("[6]", "[*]") dropped. 9: a
 # run of three or more links into the page one to a line (<br>), a contents without a list,
-# dropped. Markdown 1:
+# dropped. 10: the terms of a glossary or list of options open their definition's first
+# paragraph ("-E, --tabstospaces: Convert each typed tab to spaces"), and a heading over
+# nothing but removed links (a contents' section titles) is dropped. Markdown 1:
 # fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
 # any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
@@ -83,7 +85,7 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 9, PDF: 0, MARKDOWN: 1, PLAIN: 1}
+EXTRACTOR_VERSIONS = {HTML: 10, PDF: 0, MARKDOWN: 1, PLAIN: 1}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -650,6 +652,39 @@ class _EndSections:
     level: int
 
 
+# A term longer than this stays a paragraph of its own rather than labelling its definition.
+TERM_LABEL_MAX_CHARS = 200
+TERM_ALIAS_MAX_CHARS = 60
+_ENDS_PHRASE = re.compile(r"[.:;?!\u2014-]$")
+
+
+def _term_labels(dl, limits: Limits) -> dict:
+    """The terms of a labelled list that is body text (a glossary, options, settings), as
+    labels of their definitions: each <dd> maps to its run of terms ("-E, --tabstospaces: "),
+    each <dt> so used to None (read as the label only). A term with no definition after it,
+    an empty one or a long one, is not in the map and stays a paragraph of its own."""
+    labels: dict = {}
+    run: list = []
+    for child in dl:
+        if not isinstance(child.tag, str) or _html_dropped(child):
+            continue
+        if child.tag == "dt":
+            run.append(child)
+            continue
+        if child.tag == "dd" and run and any(s.strip() for s in child.itertext()):
+            texts = [_plain_text(t, limits) for t in run]
+            # terms before the last name the same thing ("-E", "--tabstospaces") only when
+            # all are short: a long one is a term that holds its own description
+            if any(len(t) > TERM_ALIAS_MAX_CHARS for t in texts[:-1]):
+                run, texts = run[-1:], texts[-1:]
+            text = ", ".join(t for t in texts if t)
+            if text and len(text) <= TERM_LABEL_MAX_CHARS:
+                labels[child] = text if _ENDS_PHRASE.search(text) else text + ":"
+                labels.update(dict.fromkeys(run))
+        run = []
+    return labels
+
+
 def _dl_is_sections(dl, limits: Limits) -> bool:
     """Whether most terms of the list ask a question or head a definition of two blocks."""
     entries = heads = 0
@@ -870,6 +905,8 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
 
     def add(text: str, level: int) -> None:
         nonlocal label
+        if level == 0 and not text.replace(_JOIN, "").strip():
+            return  # nothing visible (what removed links left): a heading above is over nothing
         if label and level == 0:
             text = label + text
         elif label:  # a listing or heading comes first: the label is a paragraph of its own
@@ -955,6 +992,21 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             stack.append(_EndSections(level))
             _push_children(
                 stack, item, lambda c, level=level: [_Term(c, level) if c.tag == "dt" else c]
+            )
+        elif name == "dl" and (terms := _term_labels(item, limits)):
+            # a glossary or list of options: each term opens its definition's first paragraph
+            flush()
+            stack.append(flush_marker)
+            _push_children(
+                stack,
+                item,
+                lambda c, t=terms: (
+                    []
+                    if c in t and t[c] is None
+                    else [_Label(t[c] + " "), c, _Label("")]
+                    if c in t
+                    else [c]
+                ),
             )
         elif name in _HTML_CONTAINERS:
             flush()

@@ -325,7 +325,7 @@ def test_paragraphs_and_listings_inside_a_definition_stay_separate_blocks():
     )
 
 
-def test_a_glossary_of_one_paragraph_definitions_stays_body_text():
+def test_a_glossary_stays_body_text_each_term_opening_its_definition():
     result = extract(
         data=_html(
             "<h1>Glossary</h1><div class='glossary'><dl>"
@@ -345,25 +345,59 @@ def test_a_glossary_of_one_paragraph_definitions_stays_body_text():
     )
     assert [(b.level, b.text) for b in result.blocks] == [
         (1, "Glossary"),
-        (0, "blob object"),
-        (0, "Untyped object, e.g. the contents of a file."),
-        (0, "cache"),
-        (0, "Obsolete for: index."),
-        (0, "bare repository"),
+        (0, "blob object: Untyped object, e.g. the contents of a file."),
+        (0, "cache: Obsolete for: index."),
         (
             0,
-            "A bare repository is normally an appropriately named directory with a .git suffix "
-            "that does not have a locally checked-out copy of any of the files under revision "
-            "control. That is, all of the Git administrative and control files that would "
-            "normally be present in the hidden .git sub-directory are directly present in the "
-            "repository.git directory instead, and no other files are present and checked out.",
+            "bare repository: A bare repository is normally an appropriately named directory "
+            "with a .git suffix that does not have a locally checked-out copy of any of the "
+            "files under revision control. That is, all of the Git administrative and control "
+            "files that would normally be present in the hidden .git sub-directory are "
+            "directly present in the repository.git directory instead, and no other files are "
+            "present and checked out.",
         ),
-        (0, "changeset"),
         (
             0,
-            'BitKeeper/cvsps speak for "commit". Since Git does not store changes, but states, '
-            'it really does not make sense to use the term "changesets" with Git.',
+            'changeset: BitKeeper/cvsps speak for "commit". Since Git does not store changes, '
+            'but states, it really does not make sense to use the term "changesets" with Git.',
         ),
+    ]
+
+
+def test_option_aliases_label_their_shared_description_and_a_long_term_stays_apart():
+    result = extract(
+        data=_html(
+            "<h1>Options</h1><dl compact='compact'>"
+            "<dt><code>-E</code></dt><dt><code>--tabstospaces</code></dt>"
+            "<dd><p>Convert each typed tab to spaces.</p><pre>nano -E file</pre></dd>"
+            "<dt><code>-T <var>number</var></code></dt><dt><code>--tabsize=<var>number</var>"
+            "</code></dt><dd>Set the displayed tab length to <var>number</var> columns.</dd>"
+            "<dt>Freedom:</dt><dd>Debian will remain 100% free.</dd>"
+            "<dt>0x00000002: Flag unrenderable messages (instead of just failing commands) "
+            "(should only be on if you see the problems)</dt>"
+            "<dt>0x00000004:</dt><dd>Return from the QUIT command early.</dd>"
+            "<dt>an empty one</dt><dd> </dd>"
+            "<dt>Listing first</dt><dd><pre>make install</pre><p>As root.</p></dd>"
+            "</dl>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Options"),
+        (0, "-E, --tabstospaces: Convert each typed tab to spaces."),
+        (0, "nano -E file"),
+        (0, "-T number, --tabsize=number: Set the displayed tab length to number columns."),
+        (0, "Freedom: Debian will remain 100% free."),
+        (
+            0,
+            "0x00000002: Flag unrenderable messages (instead of just failing commands) "
+            "(should only be on if you see the problems)",
+        ),
+        (0, "0x00000004: Return from the QUIT command early."),
+        (0, "an empty one"),
+        (0, "Listing first"),
+        (0, "make install"),
+        (0, "As root."),
     ]
 
 
@@ -636,3 +670,26 @@ def test_text_around_a_dropped_contents_is_not_run_together():
         "<a href='#c'>C</a>then more</p></main>"
     )
     assert texts[-1] == "Intro text then more"  # not "Intro textthen more"
+
+
+def test_contents_section_titles_over_dropped_link_runs_head_nothing():
+    result = extract(
+        data=_html(
+            "<h1>The FAQ</h1><h3>Table of Contents</h3>"
+            "<h3><a href='#1'>1. General</a></h3><blockquote><p>"
+            "<a href='#1.1'>1.1. What is it?</a><br><a href='#1.2'>1.2. Who wrote it?</a><br>"
+            "<a href='#1.3'>1.3. Why the name?</a></p></blockquote>"
+            "<h3><a href='#2'>2. Running</a></h3><blockquote><p>"
+            "<a href='#2.1'>2.1. How do I quit?</a><br><a href='#2.2'>2.2. How do I save?</a>"
+            "<br><a href='#2.3'>2.3. How do I undo?</a></p></blockquote>"
+            "<h1 id='1'>1. General</h1><h3 id='1.1'>1.1. What is it?</h3>"
+            "<blockquote><p>A small editor.</p></blockquote>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "The FAQ"),
+        (1, "1. General"),
+        (3, "1.1. What is it?"),
+        (0, "A small editor."),
+    ]
