@@ -77,7 +77,9 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # run of three or more links into the page one to a line (<br>), a contents without a list,
 # dropped. 10: the terms of a glossary or list of options open their definition's first
 # paragraph ("-E, --tabstospaces: Convert each typed tab to spaces"), and a heading over
-# nothing but removed links (a contents' section titles) is dropped. Markdown 1:
+# nothing but removed links (a contents' section titles) is dropped. 11: struck-out text
+# (<del>, <s>, <strike>: an old price, a defunct link) dropped unless it is all of its
+# block's text (an entry struck out as obsolete keeps its heading). Markdown 1:
 # fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
 # any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
@@ -85,7 +87,7 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 10, PDF: 0, MARKDOWN: 1, PLAIN: 1}
+EXTRACTOR_VERSIONS = {HTML: 11, PDF: 0, MARKDOWN: 1, PLAIN: 1}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
@@ -420,7 +422,11 @@ def _join_lines(lines: list[str]) -> str:
 
 # --------------------------------------------------------------------------- HTML
 
+# The tag an element read as removed gets (renaming is O(1); detaching one of many siblings
+# costs a scan of them, quadratic over a paragraph of thousands of marks).
+_REMOVED = "supportbot-removed"
 _HTML_DROP = [
+    _REMOVED,
     "script",
     "style",
     "noscript",
@@ -488,13 +494,16 @@ def _in_page(link) -> bool:
 
 def _detach(nodes: list, join) -> None:
     """Remove sibling nodes (in order, one parent) and their text, keeping the last one's
-    tail: `join(text before the first, that tail)` takes their place."""
+    tail: `join(text before the first, that tail)` takes their place. The nodes stay in the
+    tree as `_REMOVED` (read as nothing): detaching one of many siblings scans them, which
+    made thousands of marks in one paragraph quadratic."""
     first, holder = nodes[0], nodes[0].getparent()
     previous = first.getprevious()
     before = (previous.tail if previous is not None else holder.text) or ""
     joined = join(before, nodes[-1].tail or "")
     for node in nodes:
-        holder.remove(node)
+        node.tag = _REMOVED
+        node.tail = None
     if previous is not None:
         previous.tail = joined
     else:
@@ -542,8 +551,38 @@ def _footnote_marks_remove(root, limits: Limits) -> None:
             and not (link.tail or "").strip()
         )
         node = parent if sup_of_mark else link
-        if node.getparent() is not None:
+        if node.tag != _REMOVED:
             _detach([node], _closing_up)
+
+
+# Struck-out text (<del>, <s>, <strike>) is no longer true: an old price, a defunct link.
+_STRUCK = ("del", "s", "strike")
+
+
+def _visible_chars(text: str) -> int:
+    return len(text) - sum(c.isspace() for c in text)
+
+
+def _struck_remove(root, limits: Limits) -> None:
+    """Take struck-out text out of the text read from the tree. Where
+    it is all the text of its block (an entry struck out as obsolete: its heading, its link
+    in the contents) it stays, so the block keeps its text."""
+    struck = [
+        e for e in root.iter(*_STRUCK) if not any(a.tag in _STRUCK for a in e.iterancestors())
+    ]
+    limits.check_time()
+    by_block: dict = {}
+    for element in struck:
+        block = next((a for a in element.iterancestors() if a.tag in _HTML_BREAKING), root)
+        by_block.setdefault(block, []).append(element)
+    for block, elements in by_block.items():
+        limits.check_time()
+        rest = _visible_chars("".join(block.itertext())) - sum(
+            _visible_chars("".join(e.itertext())) for e in elements
+        )
+        if rest > 0:
+            for element in elements:
+                element.tag = _REMOVED  # dropped where it is read, its tail kept (linear)
 
 
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
@@ -891,6 +930,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     limits.check_time()
     root = _html_root(document)
     _footnote_marks_remove(root, limits)
+    _struck_remove(root, limits)
     _link_runs_remove(root, limits)
     title_element = document.find("head/title")
     title = _html_text(title_element, limits) if title_element is not None else ""

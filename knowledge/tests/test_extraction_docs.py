@@ -693,3 +693,24 @@ def test_contents_section_titles_over_dropped_link_runs_head_nothing():
         (3, "1.1. What is it?"),
         (0, "A small editor."),
     ]
+
+
+def test_struck_out_text_is_dropped_unless_it_is_all_of_its_block():
+    result = extract(
+        data=_html(
+            "<h1>Plans</h1><p>Pro costs <s>$20</s> $15 a month.</p>"
+            "<p>Download it at the <strike>http://old.example/</strike> <i>Link defunct</i> "
+            "site.</p><p>Cancel <del>by phone or</del> online.</p>"
+            "<h2><a id='B1'><strike>B1. Make dies on FreeBSD.</strike></a></h2>"
+            "<p><i>Fixed in 6.3.0.</i></p>"
+        ),
+        content_type=HTML,
+    )
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Plans"),
+        (0, "Pro costs $15 a month."),
+        (0, "Download it at the Link defunct site."),
+        (0, "Cancel online."),
+        (2, "B1. Make dies on FreeBSD."),
+        (0, "Fixed in 6.3.0."),
+    ]
