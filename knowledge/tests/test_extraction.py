@@ -10,10 +10,10 @@ from knowledge.extraction import (
     PLAIN,
     ExtractionError,
     Limits,
-    _pdf_blocks,
     detect_content_type,
     extract,
 )
+from knowledge.extraction.pdf import _pdf_blocks
 
 from . import poison
 

@@ -1,0 +1,112 @@
+"""Turn an uploaded file into plain text plus heading/paragraph blocks with character spans.
+
+Supported: PDF (pypdf; headings recognised by font size), HTML (navigation, scripts and page
+chrome stripped, headings kept), Markdown and plain text. The returned `text` is what chunk
+spans point into and what the public knowledge page shows.
+
+Uploads are untrusted: extraction is linear in the input, never recurses over the document
+tree, and stops with an `ExtractionError` (which fails the document with its message) at the
+limits in `Limits`: characters of text, PDF pages, PDF stream sizes, HTML nesting depth and a
+wall-clock deadline that is checked as the work proceeds.
+
+`base` holds the content types, limits, versions and the `Extracted` result; `pdf`, `html`
+(with `html_tree`: chrome, removals and visible text) and `text` (Markdown, plain) each
+build one. Import from this package, not from its modules.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from knowledge.extraction.base import (
+    EXTRACTOR_VERSION,
+    EXTRACTOR_VERSIONS,
+    GZIP_SUFFIX,
+    HTML,
+    HTML_MAX_DEPTH,
+    MARKDOWN,
+    MAX_INDENT,
+    PDF,
+    PDF_MAX_STREAM_BYTES,
+    PLAIN,
+    SUPPORTED_CONTENT_TYPES,
+    SUPPORTED_EXTENSIONS,
+    Block,
+    Extracted,
+    ExtractionError,
+    Limits,
+    extractor_version,
+)
+from knowledge.extraction.html import _extract_html
+from knowledge.extraction.pdf import _extract_pdf
+from knowledge.extraction.text import _extract_markdown, _extract_plain
+
+__all__ = [
+    "EXTRACTOR_VERSION",
+    "EXTRACTOR_VERSIONS",
+    "GZIP_SUFFIX",
+    "HTML",
+    "HTML_MAX_DEPTH",
+    "MARKDOWN",
+    "MAX_INDENT",
+    "PDF",
+    "PDF_MAX_STREAM_BYTES",
+    "PLAIN",
+    "SUPPORTED_CONTENT_TYPES",
+    "SUPPORTED_EXTENSIONS",
+    "Block",
+    "Extracted",
+    "ExtractionError",
+    "Limits",
+    "detect_content_type",
+    "extract",
+    "extractor_version",
+]
+
+
+def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | None:
+    """Return the supported content type of an upload, or None when it is not one we index.
+
+    The extension decides; the declared type may only agree with it or be generic, and the
+    first bytes must fit (a PDF starts with %PDF-, text types hold no NUL bytes).
+    """
+    content_type = SUPPORTED_EXTENSIONS.get(PurePath(filename or "").suffix.lower())
+    if content_type is None:
+        return None
+    declared = (declared or "").split(";")[0].strip().lower()
+    generic = {"", "application/octet-stream", "binary/octet-stream", "text/plain"}
+    if declared not in generic and declared not in SUPPORTED_CONTENT_TYPES:
+        return None
+    if content_type == PDF:
+        return PDF if head.lstrip().startswith(b"%PDF-") else None
+    return content_type if b"\x00" not in head else None
+
+
+def extract(*, data: bytes, content_type: str, limits: Limits | None = None) -> Extracted:
+    """Extract text and blocks; raise ExtractionError when there is no text to index or the
+    file passes one of `limits`."""
+    limits = limits or Limits()
+    if content_type == PDF:
+        result = _extract_pdf(data, limits)
+    else:
+        text = _decode(data)
+        if content_type == HTML:
+            result = _extract_html(text, limits)
+        elif content_type == MARKDOWN:
+            result = _extract_markdown(text, limits)
+        else:
+            result = _extract_plain(text, limits)
+    if not result.text.strip():
+        kind = "PDF" if content_type == PDF else "file"
+        hint = " (is it a scanned image without a text layer?)" if content_type == PDF else ""
+        raise ExtractionError(f"The {kind} contains no extractable text{hint}.")
+    return result
+
+
+def _decode(data: bytes) -> str:
+    for encoding in ("utf-8-sig", "cp1252"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode("latin-1")

@@ -1,0 +1,214 @@
+"""Content types, limits, versions and the text-and-blocks result every extractor builds."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+PDF = "application/pdf"
+HTML = "text/html"
+MARKDOWN = "text/markdown"
+PLAIN = "text/plain"
+SUPPORTED_EXTENSIONS = {
+    ".pdf": PDF,
+    ".html": HTML,
+    ".htm": HTML,
+    ".md": MARKDOWN,
+    ".markdown": MARKDOWN,
+    ".txt": PLAIN,
+    ".text": PLAIN,
+    ".xhtml": HTML,
+    ".rst": PLAIN,  # reStructuredText reads as plain text; its underlined titles are headings
+}
+# Debian compresses the text files under /usr/share/doc ("FAQ.gz", "README.Debian.gz"): an
+# upload named NAME.gz is read as NAME, and a name without an extension there as plain text.
+GZIP_SUFFIX = ".gz"
+SUPPORTED_CONTENT_TYPES = {
+    PDF,
+    HTML,
+    MARKDOWN,
+    PLAIN,
+    "text/x-markdown",
+    "application/xhtml+xml",
+    "text/x-rst",
+}
+
+
+class ExtractionError(Exception):
+    """The file cannot be turned into text (the message says why, for the document's error)."""
+
+
+# Bytes a single PDF stream may decompress to, and the decoding work per stream. A text layer
+# needs far less; pypdf's defaults (75 MB, 300 MB) let one upload hold a worker's memory.
+PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
+# The version of each format's extractor, bumped whenever what it produces changes; documents
+# an older one made are re-indexed (`services.documents_reextract_outdated`, daily and
+# `manage.py reindex_outdated`), and only those: a change to HTML extraction never re-embeds
+# a tenant's PDFs. HTML 1: inline text joined as laid out (no spaces inside "os.remove"),
+# code blocks keep their lines, permalink anchors dropped, role="main" root; 2: headings over
+# nothing (a site title above the page's h1) dropped; 3: XHTML with an XML declaration
+# reads (it failed before); 4: a docutils local table of contents (<div class="contents
+# topic">) dropped; 5: the source's spaces before punctuation kept ("git add ."), the
+# paragraphs and listings of a <dd> or <li> kept apart, the terms of a list of sections
+# (gitfaq) headings, an admonition's heading a label, callouts numbered with their command.
+# 6: code lines keep their indentation. 7: FAQ entries without heading tags head their
+# answers (a paragraph of one bold question, a "Q: …?" paragraph, an accordion's <summary>),
+# and a list of nothing but links into the same page is dropped (the page's list of its own
+# questions). 8: footnote references and back-links ("[6]", "[*]") dropped. 9: a
+# run of three or more links into the page one to a line (<br>), a contents without a list,
+# dropped. 10: the terms of a glossary or list of options open their definition's first
+# paragraph ("-E, --tabstospaces: Convert each typed tab to spaces"), and a heading over
+# nothing but removed links (a contents' section titles) is dropped. 11: struck-out text
+# (<del>, <s>, <strike>: an old price, a defunct link) dropped unless it is all of its
+# block's text (an entry struck out as obsolete keeps its heading). Markdown 1:
+# fenced and indented code keeps its lines and their indentation (it was one collapsed
+# line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
+# any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
+# run of them). Others: 0, as before versions existed.
+# (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
+# at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
+# demo, so those are not re-embedded for it; a new upload gets it.)
+EXTRACTOR_VERSIONS = {HTML: 11, PDF: 0, MARKDOWN: 1, PLAIN: 1}
+EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
+
+
+def extractor_version(content_type: str) -> int:
+    """The current extractor version of a (detected) content type."""
+    return EXTRACTOR_VERSIONS.get(content_type, 0)
+
+
+# libxml2 stops building the tree at this depth (ERR_RESOURCE_LIMIT); we fail the document.
+HTML_MAX_DEPTH = 255
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one document may cost: characters of text, PDF pages, and a wall-clock deadline
+    (a `time.monotonic()` value) checked cooperatively while extracting."""
+
+    max_chars: int = 20_000_000
+    max_pages: int = 2000
+    deadline: float | None = None
+    seconds: float = 0.0
+
+    @classmethod
+    def within(cls, *, seconds: float, max_chars: int, max_pages: int) -> Limits:
+        return cls(
+            max_chars=max_chars,
+            max_pages=max_pages,
+            deadline=time.monotonic() + seconds,
+            seconds=seconds,
+        )
+
+    def check_time(self) -> None:
+        """Raise ExtractionError once the deadline has passed."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ExtractionError(
+                f"Extraction stopped after {self.seconds:g} s, the time limit per document: "
+                "the file is too large or too complex; split it or simplify it."
+            )
+
+
+@dataclass(frozen=True)
+class Block:
+    text: str
+    # 0 for body text, 1-6 for headings; a heading without text ends the sections of its
+    # level and deeper (what follows belongs to the section above: text after a <dl> whose
+    # terms were headings).
+    level: int
+    start: int
+    end: int
+
+
+_SPACES = re.compile(r"\s+")
+_LINE_SPACES = re.compile(r"[^\S\n]+")
+# What an extractor puts where it joins pieces of text itself (the edge of an HTML block
+# element or a <br>, between two PDF text runs), as opposed to whitespace the source has.
+# `Extracted.add` turns it into a space, or drops it before punctuation (below). A C0
+# control (and whitespace to `\s`), so the text never keeps one.
+_JOIN = "\x1f"
+# A run of whitespace, and the token after it when that is punctuation only ("." "," ")."):
+# there a space we inserted goes ("word" + "." from two PDF runs is "word."). A space the
+# source has stays ("git add .", "given . as", "SQLite :memory:"), and so does any space
+# before a token that merely starts with punctuation (".gitconfig", "./configure", "../a").
+_GAP = re.compile(r"\s+(?=([.,;:!?)]+(?:\s|$))?)")
+# C0 controls other than tab/newline/CR (PostgreSQL text cannot hold NUL) and U+FFFD; _JOIN
+# is left to `Extracted.add`.
+_CONTROL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 31), 127, 0xFFFD])
+
+
+def _gap(match: re.Match) -> str:
+    """One space for a run of whitespace; none where we joined text before punctuation."""
+    return "" if match.group(1) is not None and _JOIN in match.group() else " "
+
+
+class Extracted:
+    """Text and blocks of a document, built in linear time (parts joined once, on demand)."""
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.blocks: list[Block] = []
+        self.limits = limits or Limits()
+        self._parts: list[str] = []
+        self._length = 0
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = "".join(self._parts)
+            self._parts = [self._text] if self._text else []
+        return self._text
+
+    def add(self, text: str, level: int = 0, *, keep_lines: bool = False) -> None:
+        """Append a block (whitespace collapsed), separated from the previous by a blank line.
+
+        `text` may hold `_JOIN` where the extractor joined pieces: a space, or nothing before
+        punctuation. Whitespace of the source stays (one space for a run of it).
+
+        With `keep_lines` (preformatted code) the line breaks stay and each line keeps its
+        indentation (`_code_lines`). Raise ExtractionError when the text would pass the
+        character limit or the deadline has passed."""
+        self.limits.check_time()
+        text = text.translate(_CONTROL)
+        text = _code_lines(text.replace(_JOIN, " ")) if keep_lines else _GAP.sub(_gap, text).strip()
+        if not text:
+            return
+        separator = "\n\n" if self._length else ""
+        start = self._length + len(separator)
+        end = start + len(text)
+        if end > self.limits.max_chars:
+            raise ExtractionError(
+                f"The file holds more than {self.limits.max_chars:,} characters of text, the "
+                "limit per document; split it into smaller documents."
+            )
+        if separator:
+            self._parts.append(separator)
+        self._parts.append(text)
+        self._length = end
+        self._text = None
+        self.blocks.append(Block(text=text, level=level, start=start, end=end))
+
+    def end_sections(self, level: int) -> None:
+        """End the sections of `level` and deeper (an empty heading block, no text)."""
+        self.blocks.append(Block(text="", level=level, start=self._length, end=self._length))
+
+
+# A code line's indentation is kept up to this many columns past the block's shared
+# indentation (a deeper one is clamped: spaces are not content, and a hostile page could
+# pad every line with megabytes of them).
+MAX_INDENT = 40
+
+
+def _code_lines(text: str) -> str:
+    """A code block's lines: blank lines and trailing spaces dropped, the rest of each line's
+    spaces collapsed, its indentation kept (a tab as four columns) less the indentation all
+    its lines share, at most MAX_INDENT columns. Python's meaning is in its indentation."""
+    lines = []
+    for raw in text.splitlines():
+        body = _LINE_SPACES.sub(" ", raw).strip()
+        if body:
+            lead = raw[: len(raw) - len(raw.lstrip())]
+            lines.append((len(lead) + 3 * lead.count("\t"), body))
+    shared = min((indent for indent, _ in lines), default=0)
+    return "\n".join(" " * min(indent - shared, MAX_INDENT) + body for indent, body in lines)
