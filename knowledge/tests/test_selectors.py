@@ -322,3 +322,30 @@ def test_chunks_that_do_not_overlap_are_joined_by_a_block_break(tenant):
     for this, following in gaps:
         assert version.text[this.span_end : following.span_start].strip() == ""
         assert passages[this.pk].continuation == "\n\n" + following.text
+
+
+def test_evidence_counts_question_words_whose_stem_would_stem_again(tenant):
+    # "database" stems to "databas", which stemmed again is "databa": comparing the question's
+    # stems by stemming them once more left such words uncovered in every passage.
+    query = "database releases license please"
+    doc = DocumentFactory(tenant=tenant, title="Notes")
+    chunk = ChunkFactory(
+        document=doc,
+        text="Each database release ships its license; please read it.",
+        embedding=embed_query(query),
+    )
+    result = search_passages(tenant=tenant, query=query, audience=Audience.customer())
+    assert [p.chunk_id for p in result.passages] == [chunk.pk]
+    assert result.passages[0].evidence == 1.0  # cosine 1 and all four words found
+
+
+def test_evidence_reads_question_words_with_quotes_and_backslashes(tenant):
+    doc = DocumentFactory(tenant=tenant, title="Paths")
+    ChunkFactory(document=doc, text=r"O'Neil keeps files in C:\temp\o'neil and D:\\share.")
+    result = search_passages(
+        tenant=tenant,
+        query=r"where does o'neil keep C:\temp\o'neil files",
+        audience=Audience.customer(),
+    )
+    assert result.passages
+    assert 0 < result.passages[0].evidence <= 1
