@@ -12,6 +12,7 @@ and failed ones included): the unused part of the estimate is refunded, an exces
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import uuid
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from redis.asyncio import Redis
 
 from inference.errors import InputTooLarge, TenantRateLimited
 from supportbot.cancellation import cancel_count, cancel_swallowed_since
+
+logger = logging.getLogger(__name__)
 
 # Per message the chat template adds a few tokens (role markers, separators).
 _TOKENS_PER_MESSAGE = 4
@@ -144,9 +147,17 @@ class TenantLimiter:
             # Cancelled while taking the lease, and redis-py swallowed it: the caller is gone,
             # so the slot and tokens go back now, not when the lease expires.
             if int(ok):
-                await self.release(
-                    Lease(tenant_id=tenant_id, lease_id=lease_id, cost=cost), used_tokens=0
-                )
+                try:
+                    await self.release(
+                        Lease(tenant_id=tenant_id, lease_id=lease_id, cost=cost), used_tokens=0
+                    )
+                except Exception:  # the cancel is what the caller must see; the lease expires
+                    logger.warning(
+                        "lease release after a cancel failed; it expires in %ss",
+                        lease_ttl_s,
+                        extra={"tenant_id": tenant_id},
+                        exc_info=True,
+                    )
             raise asyncio.CancelledError
         reason = reason.decode() if isinstance(reason, bytes) else reason
         if not int(ok):

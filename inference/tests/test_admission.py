@@ -147,6 +147,32 @@ async def test_a_cancel_redis_py_swallows_while_taking_a_lease_gives_the_lease_b
     await lim.acquire(tenant_id=5, cost=90, lease_ttl_s=600)
 
 
+async def test_a_swallowed_cancel_stays_a_cancel_when_giving_the_lease_back_fails(
+    redis, monkeypatch, caplog
+):
+    lim = limiter(redis, max_concurrency=1, burst=100, tokens_per_minute=1)
+    real = lim._acquire
+
+    async def swallowing(**kwargs):
+        result = await real(**kwargs)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)  # the cancel lands as the call finishes, and is swallowed
+        return result
+
+    async def failing_release(**kwargs):
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr(lim, "_acquire", swallowing)
+    monkeypatch.setattr(lim, "_release", failing_release)
+    task = asyncio.ensure_future(lim.acquire(tenant_id=7, cost=10, lease_ttl_s=600))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):  # not the ConnectionError
+        await task
+    assert "lease release after a cancel failed" in caplog.text
+    assert await lim.in_flight(tenant_id=7) == 1  # left to expire by its TTL
+
+
 async def test_a_cancel_handled_before_taking_a_lease_does_not_cancel_it(redis):
     lim = limiter(redis)
     task = asyncio.current_task()
