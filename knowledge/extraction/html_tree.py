@@ -134,9 +134,9 @@ def _visible_chars(text: str) -> int:
 
 
 def _struck_remove(root, limits: Limits) -> None:
-    """Take struck-out text out of the text read from the tree. Where
-    it is all the text of its block (an entry struck out as obsolete: its heading, its link
-    in the contents) it stays, so the block keeps its text."""
+    """Take struck-out text out of the text read from the tree. Where it is all the text of
+    its block (an entry struck out as obsolete: its heading, its link in the contents) it
+    stays, so the block keeps its text."""
     struck = [
         e for e in root.iter(*_STRUCK) if not any(a.tag in _STRUCK for a in e.iterancestors())
     ]

@@ -157,14 +157,15 @@ def _passages_fetch(
     evidence_sql = "0.0, 0.0"
     evidence_params: list = []
     if embedding is not None:
-        # The question's lexemes (stemmed once, as the chunk's were) found among the chunk's:
+        # The question's lexemes (stemmed once, as the chunk's were) found among the chunk's
+        # (its array built once, not once per word):
         # compared as they are, since stemming a stem again can change it ("database" ->
         # "databas" -> "databa"), which left every such word uncovered.
         evidence_sql = (
             "1 - (c.embedding <=> %s::vector),"
-            " (SELECT count(*) FILTER (WHERE w = ANY(tsvector_to_array(c.search_vector)))"
-            "   ::float / greatest(count(*), 1)"
-            " FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS w)"
+            " (SELECT count(*) FILTER (WHERE w = ANY(lexemes))::float / greatest(count(*), 1)"
+            " FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS w,"
+            " tsvector_to_array(c.search_vector) AS lexemes)"
         )
         evidence_params = [vector_literal(embedding), query]
     # The next chunk of the same section: its text past this chunk's end (chunks overlap by a
