@@ -32,6 +32,7 @@ DEVGIT = ROOT / "dev_git_faq" / "eval_answers.json"
 DEVSQLITE = ROOT / "dev_sqlite_faq" / "eval_answers.json"
 DEVFETCHMAIL = ROOT / "dev_fetchmail_faq" / "eval_answers.json"
 DEVNANO = ROOT / "dev_nano_docs" / "eval_answers.json"
+DEVZSH = ROOT / "dev_zsh_faq" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -103,6 +104,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         DEVSQLITE,
         DEVFETCHMAIL,
         DEVNANO,
+        DEVZSH,
     ],
     ids=[
         "python-faq",
@@ -115,6 +117,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-sqlite",
         "dev-fetchmail",
         "dev-nano",
+        "dev-zsh",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):

@@ -34,6 +34,8 @@ CORPORA = {
     "dev-fetchmail": Path(settings.BASE_DIR) / "demo" / "dev_fetchmail_faq" / "eval_answers.json",
     # nano: a hand-written HTML FAQ (<h3> questions) + the Texinfo manual (long <dl> lists).
     "dev-nano": Path(settings.BASE_DIR) / "demo" / "dev_nano_docs" / "eval_answers.json",
+    # The Z-shell FAQ: one plain-text file (YODL's text output), "N.M:" headings, indented code.
+    "dev-zsh": Path(settings.BASE_DIR) / "demo" / "dev_zsh_faq" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
