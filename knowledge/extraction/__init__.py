@@ -10,7 +10,7 @@ limits in `Limits`: characters of text, PDF pages, PDF stream sizes, HTML nestin
 wall-clock deadline that is checked as the work proceeds.
 
 `base` holds the content types, limits, versions and the `Extracted` result; `pdf`, `html`
-(with `html_tree`: chrome, removals and visible text) and `text` (Markdown, plain) each
+(with `html_tree`: chrome, removals and visible text), `text` (Markdown) and `plain` each
 build one. Import from this package, not from its modules.
 """
 
@@ -39,7 +39,8 @@ from knowledge.extraction.base import (
 )
 from knowledge.extraction.html import _extract_html
 from knowledge.extraction.pdf import _extract_pdf
-from knowledge.extraction.text import _extract_markdown, _extract_plain
+from knowledge.extraction.plain import _extract_plain
+from knowledge.extraction.text import _extract_markdown
 
 __all__ = [
     "EXTRACTOR_VERSION",

@@ -65,11 +65,14 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
 # any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
-# run of them). Others: 0, as before versions existed.
+# run of them). Plain text 2 (`plain`): numbered titles, FAQ questions ("Q: …", a short line
+# asking over its answer) are headings; list items are blocks of their own; lines indented
+# three columns deeper than their prose keep their line breaks (code); decoration lines and
+# a table of contents are dropped. Others: 0, as before versions existed.
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 11, PDF: 0, MARKDOWN: 1, PLAIN: 1}
+EXTRACTOR_VERSIONS = {HTML: 11, PDF: 0, MARKDOWN: 1, PLAIN: 2}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 

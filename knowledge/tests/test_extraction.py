@@ -69,8 +69,7 @@ def test_restructuredtext_titles_over_and_underlined_with_any_mark_are_headings(
         (2, "On Windows"),
         (0, "Use the MSI package."),
         (0, "A line, then a rule:"),
-        (0, "-----"),
-        (0, "End."),
+        (0, "End."),  # the rule is decoration (plain text 2)
     ]
 
 
