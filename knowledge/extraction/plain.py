@@ -61,6 +61,7 @@ class _Segment:
     level: int = 0
     number: str = ""  # a numbered heading's or item's number ("1.4", "chapter 2")
     indent: int = 0  # an item's text column: its wrapped lines start there
+    mark: int = 0  # an item's mark column
 
 
 def _extract_plain(text: str, limits: Limits) -> Extracted:
@@ -302,6 +303,18 @@ class _Reader:
             match = _O_BULLET.match(line.text)
         return match
 
+    @staticmethod
+    def _wraps(item: _Segment, line: _Line, before: _Line) -> bool:
+        """Does an unmarked line continue the list item above it? Aligned with the item's
+        text; or, with a hanging indent, anywhere right of its mark ("2. ) Start the shell by
+        running the" / "  command `zsh -f' from…"); or at the mark's own column when the line
+        before stopped mid-sentence."""
+        if line.indent >= item.indent + CODE_INDENT:
+            return False
+        if line.indent >= item.indent - 1 or line.indent > item.mark:
+            return True
+        return line.indent == item.mark and before.text[-1] not in ".:;!?)"
+
     def _body(self, lines: list[_Line]) -> list[_Segment]:
         """Prose, list items and code lines of one paragraph, in order."""
         if not lines:
@@ -327,9 +340,10 @@ class _Reader:
                         [text],
                         number=item.group(1) if numbered else "",
                         indent=line.indent + item.end() + (flag.end() if flag else 0),
+                        mark=line.indent,
                     )
                 )
-            elif in_item and current.indent - 1 <= line.indent < current.indent + CODE_INDENT:
+            elif in_item and self._wraps(current, line, lines[i - 1]):
                 _wrap(current.lines, line.text)  # a wrapped item
             elif i and line.indent >= (current.indent if in_item else base) + CODE_INDENT:
                 if current is not None and current.kind == "code":

@@ -158,6 +158,36 @@ def test_numbered_steps_and_numbers_in_prose_are_not_headings():
     ]
 
 
+def test_list_items_with_a_hanging_indent_keep_their_wrapped_lines():
+    """YODL's text output indents every line after a paragraph's first by two columns, so an
+    item's wrapped lines sit left of its text; at the mark's own column a line continues the
+    item only when the line before stopped mid-sentence."""
+    text = (
+        "Do this:\n\n"
+        "  1. ) First, ensure the bug is reproducible.  To do this, start\n"
+        "  a new instance of the shell.\n\n"
+        "2. ) Start a new instance of the shell by running the\n"
+        "  command `zsh -f' from your regular shell prompt.\n\n"
+        "- Check the version.\n"
+        "Then report it.\n"
+    )
+    assert _blocks(text) == [
+        (0, "Do this:"),
+        (
+            0,
+            "1. ) First, ensure the bug is reproducible. To do this, start a new instance of "
+            "the shell.",
+        ),
+        (
+            0,
+            "2. ) Start a new instance of the shell by running the command `zsh -f' from your "
+            "regular shell prompt.",
+        ),
+        (0, "Check the version."),
+        (0, "Then report it."),
+    ]
+
+
 def test_a_short_question_line_over_its_answer_is_a_heading_but_code_in_capitals_is_not():
     text = (
         "How do I reset my password?\n"
