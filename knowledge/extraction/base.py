@@ -70,11 +70,15 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # three columns deeper than their prose keep their line breaks (code); decoration lines and
 # a table of contents are dropped. Plain text 3: a list item's wrapped lines under a hanging
 # indent (left of the item's text, right of its mark) stay in the item (the zsh FAQ's steps
-# were cut after their first line). Others: 0, as before versions existed.
+# were cut after their first line). Plain text 4: a numbered title is dropped as the
+# contents' line only when a later one has its number and words (the CVS FAQ's numbers
+# restart in each category: all but the last "1." lost their title); an indented paragraph
+# whose short last line ends a sentence reads as prose, comment lines as code.
+# Others: 0, as before versions existed.
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 11, PDF: 0, MARKDOWN: 1, PLAIN: 3}
+EXTRACTOR_VERSIONS = {HTML: 11, PDF: 0, MARKDOWN: 1, PLAIN: 4}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 

@@ -15,7 +15,7 @@ Plain text has no markup, so structure is read from the conventions such files f
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from knowledge.extraction.base import Extracted, Limits
@@ -34,6 +34,8 @@ WRAPPED = 60
 # A table of contents: at least this many items, most of them numbering a later heading.
 TOC_MIN_ITEMS = 3
 TOC_SHARE = 0.6
+# Headings of one number compared with a contents line (bounds the work on hostile input).
+NAMED_MAX = 50
 
 _QUESTION = re.compile(r"(?:Q|Question)\s*[:.)]\s+(?=\S)")
 _ANSWER = re.compile(r"(?:A|Answer)\s*[:.)]\s+(?=\S)")
@@ -81,15 +83,23 @@ def _extract_plain(text: str, limits: Limits) -> Extracted:
     for i in range(len(parsed) - 1):
         _numbered_question(parsed[i], paragraphs[i], paragraphs[i + 1])
     numbered = [s for segments in parsed for s in segments if s.kind == "heading" and s.number]
-    headings = {s.number for s in numbered}
-    # A title numbered again further on was the contents' mention of it.
-    last = {s.number: s for s in numbered}
+    # Headings by number, in order, with their words: numbers may restart (each category of
+    # the CVS FAQ counts from 1), so a number alone names no heading.
+    titles: defaultdict[str, list[str]] = defaultdict(list)
+    place: dict[int, int] = {}
+    for segment in numbered:
+        place[id(segment)] = len(titles[segment.number])
+        titles[segment.number].append(_title_key(" ".join(segment.lines)))
     for segments in parsed:
-        if _is_contents(segments, headings):
+        if _is_contents(segments, titles):
             continue
         for segment in segments:
-            if segment.number and segment.kind == "heading" and last[segment.number] is not segment:
-                continue
+            if segment.kind == "heading" and segment.number:
+                # The same number and title again further on: this was the contents' line.
+                same = titles[segment.number]
+                at = place[id(segment)]
+                if any(_names(same[at], later) for later in same[at + 1 : at + 1 + NAMED_MAX]):
+                    continue
             if segment.kind == "code":
                 result.add("\n".join(segment.lines), keep_lines=True)
             elif segment.kind == "heading":
@@ -146,11 +156,18 @@ def _wrap(lines: list[str], text: str) -> None:
 
 def _reads_as_prose(lines: list[_Line]) -> bool:
     """Do most lines read as wrapped sentences (six words or more, few of the symbols code
-    is made of), not as commands or settings?"""
+    is made of), not as commands or settings? A last line ending a sentence counts as
+    worded however short ("…The two most" / "important are:")."""
     worded = 0
-    for line in lines:
+    for i, line in enumerate(lines):
         symbols = sum(c in _CODE_SYMBOLS for c in line.text)
-        worded += len(line.text.split()) >= 6 and symbols <= 0.05 * len(line.text)
+        ends = 0 < i == len(lines) - 1 and line.text[-1] in ".:!?"
+        comment = line.text.startswith(("#", "//", "--", ";"))  # a config file's note
+        worded += (
+            (len(line.text.split()) >= 6 or ends)
+            and symbols <= 0.05 * len(line.text)
+            and not comment
+        )
     return worded >= max(2, 0.7 * len(lines))
 
 
@@ -160,11 +177,33 @@ def _text_column(line: _Line) -> int:
     return line.indent + (mark.end() if mark else 0)
 
 
-def _is_contents(segments: list[_Segment], headings: set[str]) -> bool:
-    numbers = [s.number for s in segments if s.kind == "item" and s.number]
-    if len(numbers) < TOC_MIN_ITEMS:
+def _is_contents(segments: list[_Segment], titles: dict[str, list[str]]) -> bool:
+    """Is the paragraph a table of contents: a list whose items name headings (by number
+    and words, or by a number in parts no other heading has)?"""
+    items = [s for s in segments if s.kind == "item" and s.number]
+    if len(items) < TOC_MIN_ITEMS:
         return False
-    return sum(1 for n in numbers if n in headings) >= TOC_SHARE * len(numbers)
+    named = 0
+    for item in items:
+        text = " ".join(item.lines)
+        mark = _ITEM_NUMBER.match(text)
+        key = _title_key(text[mark.end() :] if mark else text)
+        same = titles.get(item.number, [])
+        # A heading numbered in parts ("2.1") that no other heading shares is named by its
+        # number alone (a contents line may shorten it: "2.1. sh and ksh?").
+        named += ("." in item.number and len(same) == 1) or any(
+            _names(key, title) for title in same[:NAMED_MAX]
+        )
+    return named >= TOC_SHARE * len(items)
+
+
+def _title_key(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _names(key: str, title: str) -> bool:
+    """Do two titles' words match (one may be cut short: a heading keeps its first line)?"""
+    return bool(key and title) and (key.startswith(title) or title.startswith(key))
 
 
 def _underline(line: str) -> bool:

@@ -37,7 +37,7 @@ def test_q_and_a_entries_make_the_question_a_heading_and_drop_the_marks():
 
 ZSH_LIKE = """Contents:
 Chapter 1:  Introducing zsh
-1.1. Sources of information
+1.1. Where to read more
 1.2. What is it?
 1.3. What is it good at?
 
@@ -98,6 +98,48 @@ def test_numbered_chapters_and_entries_are_headings_and_the_contents_are_dropped
             "because the return value from wc includes leading whitespace which causes "
             "wordsplitting. Ksh handles the assignment specially as a single word.",
         ),
+    ]
+
+
+CVS_LIKE = """  Category: /Branching/
+
+    1. What is a branch?
+
+          A branch is a line of development.
+
+    2. How do I create a branch?
+
+          Run the tag command with -b.  The branch starts at the
+          revision you tag.
+
+              # the first line tags the trunk; the second
+              # checks the branch out in a new directory.
+
+  Category: /Modules/
+
+    1. What is a module?
+
+          A module is a name in the modules file.
+"""
+
+
+def test_numbers_restarting_per_category_keep_every_entry_title():
+    """Numbers alone name no heading when they restart (the CVS FAQ counts each category's
+    entries from 1): only the same number with the same words is a contents line."""
+    assert _blocks(CVS_LIKE) == [
+        (0, "Category: /Branching/"),
+        (1, "What is a branch?"),
+        (0, "A branch is a line of development."),
+        (1, "How do I create a branch?"),
+        (0, "Run the tag command with -b. The branch starts at the revision you tag."),
+        (
+            0,
+            "# the first line tags the trunk; the second\n# checks the branch out in a new "
+            "directory.",
+        ),
+        (0, "Category: /Modules/"),
+        (1, "What is a module?"),
+        (0, "A module is a name in the modules file."),
     ]
 
 
