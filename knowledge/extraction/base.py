@@ -61,7 +61,10 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # paragraph ("-E, --tabstospaces: Convert each typed tab to spaces"), and a heading over
 # nothing but removed links (a contents' section titles) is dropped. 11: struck-out text
 # (<del>, <s>, <strike>: an old price, a defunct link) dropped unless it is all of its
-# block's text (an entry struck out as obsolete keeps its heading). Markdown 1:
+# block's text (an entry struck out as obsolete keeps its heading). 12: questions marked
+# only by their place head their answers (`html_questions`): "Q: …?<br>A: …" in one
+# paragraph split in two, and paragraphs or divs that only ask, each over its answer, when a
+# page has three of them (no page of the ten sets changed). Markdown 1:
 # fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
 # any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
@@ -78,7 +81,7 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 11, PDF: 0, MARKDOWN: 1, PLAIN: 4}
+EXTRACTOR_VERSIONS = {HTML: 12, PDF: 0, MARKDOWN: 1, PLAIN: 4}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 

@@ -15,6 +15,7 @@ from knowledge.extraction.base import (
     ExtractionError,
     Limits,
 )
+from knowledge.extraction.html_questions import questions_as_headings
 from knowledge.extraction.html_tree import (
     _HTML_CHECK_EVERY,
     _HTML_HEADINGS,
@@ -389,6 +390,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     flush()
     if title and not has_h1:
         result.add(title, level=1)
+    entries = questions_as_headings(entries)
     for i, (text, level) in enumerate(entries):
         following = entries[i + 1][1] if i + 1 < len(entries) else 0
         if level > 0 and 0 < following <= level:

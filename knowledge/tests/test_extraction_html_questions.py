@@ -1,0 +1,87 @@
+"""FAQ questions an HTML page marks only by their place (divs, paragraphs, "Q:"/"A:")."""
+
+from knowledge.chunking import chunk_document
+from knowledge.extraction import HTML, extract
+
+
+def _blocks(body: str) -> list[tuple[int, str]]:
+    html = f"<html><head><title>Page</title></head><body>{body}</body></html>"
+    result = extract(data=html.encode(), content_type=HTML)
+    return [(b.level, b.text) for b in result.blocks]
+
+
+ACCORDION = (
+    "<main><h1>Help</h1><h2>Account</h2>"
+    "<div class='faq'><div class='faq-q'>How do I reset my password?</div>"
+    "<div class='faq-a'>Click <a href='/reset'>Forgot password</a> on the sign-in page.</div></div>"
+    "<div class='faq'><div class='faq-q'>Can I change my email?</div>"
+    "<div class='faq-a'>Yes, under Settings. It takes a minute.</div></div>"
+    "<div class='faq'><div class='faq-q'>Can two people share one account?</div>"
+    "<div class='faq-a'><p>No.</p><p>Each person needs a login of their own.</p></div></div>"
+    "<h2>Billing</h2><p>Invoices are emailed monthly.</p></main>"
+)
+
+
+def test_questions_in_divs_head_their_answers_one_level_below_the_section():
+    assert _blocks(ACCORDION) == [
+        (1, "Help"),
+        (2, "Account"),
+        (3, "How do I reset my password?"),
+        (0, "Click Forgot password on the sign-in page."),
+        (3, "Can I change my email?"),
+        (0, "Yes, under Settings. It takes a minute."),
+        (3, "Can two people share one account?"),
+        (0, "No."),
+        (0, "Each person needs a login of their own."),
+        (2, "Billing"),
+        (0, "Invoices are emailed monthly."),
+    ]
+
+
+def test_a_question_heading_makes_its_answer_a_passage_under_it():
+    html = f"<html><body>{ACCORDION}</body></html>".encode()
+    chunks = chunk_document(extract(data=html, content_type=HTML))
+    login = next(c for c in chunks if "login of their own" in c.text)
+    assert login.heading_path[-1] == "Can two people share one account?"
+
+
+def test_q_and_a_in_one_paragraph_split_into_the_question_and_its_answer():
+    assert _blocks(
+        "<main><h1>FAQ</h1><p>Q: Do you ship abroad?<br>A: Yes, to 30 countries.</p>"
+        "<p><b>Q: How long does it take?</b><br/>A: <i>Five</i> to ten days.</p>"
+        "<p>Question: Is it tracked? Answer: Always.</p></main>"
+    ) == [
+        (1, "FAQ"),
+        (2, "Do you ship abroad?"),
+        (0, "Yes, to 30 countries."),
+        (2, "How long does it take?"),
+        (0, "Five to ten days."),
+        (2, "Is it tracked?"),
+        (0, "Always."),
+    ]
+
+
+def test_questions_in_prose_stay_paragraphs():
+    """Two rhetorical questions are not a list of entries; a question over another question
+    or over a heading answers nothing; a paragraph that asks after a sentence is prose."""
+    assert _blocks(
+        "<main><h1>Why backups?</h1><p>Why does this matter?</p><p>Disks fail.</p>"
+        "<p>What if the office burns?</p><p>Keep a copy elsewhere.</p>"
+        "<p>Is this enough? Usually.</p><p>Any questions?</p><h2>Next</h2><p>Done.</p></main>"
+    ) == [
+        (1, "Why backups?"),
+        (0, "Why does this matter?"),
+        (0, "Disks fail."),
+        (0, "What if the office burns?"),
+        (0, "Keep a copy elsewhere."),
+        (0, "Is this enough? Usually."),
+        (0, "Any questions?"),
+        (2, "Next"),
+        (0, "Done."),
+    ]
+    questions = "".join(f"<p>Question {n}?</p>" for n in range(5))
+    assert _blocks(f"<main><h1>Open questions</h1>{questions}<p>None answered.</p></main>") == [
+        (1, "Open questions"),
+        *[(0, f"Question {n}?") for n in range(5)],  # only the last is over an answer
+        (0, "None answered."),
+    ]
