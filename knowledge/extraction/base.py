@@ -77,11 +77,15 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # contents' line only when a later one has its number and words (the CVS FAQ's numbers
 # restart in each category: all but the last "1." lost their title); an indented paragraph
 # whose short last line ends a sentence reads as prose, comment lines as code.
-# Others: 0, as before versions existed.
+# PDF 1: a text layer whose words run together (CID fonts: the spaces are only offsets) is
+# read by glyph positions (`pdf_layout`, pdfminer.six); page numbers, running headers and
+# footers and a table of contents with dot leaders dropped; a title that wraps is one
+# heading, a paragraph that goes on over a page break one paragraph (the demo's PDF
+# extracts identically). Others: 0, as before versions existed.
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
 # at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
 # demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 12, PDF: 0, MARKDOWN: 1, PLAIN: 4}
+EXTRACTOR_VERSIONS = {HTML: 12, PDF: 1, MARKDOWN: 1, PLAIN: 4}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 
