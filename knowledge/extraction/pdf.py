@@ -188,14 +188,16 @@ def _join_lines(lines: list[str]) -> str:
 # Page furniture: a page number ("12", "iv", "Page 3 of 9") or a running header or footer
 # (the same words at the top or bottom of RUNNING_PAGES pages or more: "CHAPTER 1.
 # DEFINITIONS AND OVERVIEW 1.3. …", "CONTENTS"). A table of contents: a line with dot
-# leaders, and on a page of CONTENTS_LINES of them also its lines of page numbers and of
-# numbered entries (an entry that wraps, "1 1 1 2 2" when the numbers are laid out apart).
+# leaders (or of dots alone), and on a page of CONTENTS_LINES of them also its lines of page
+# numbers and of numbered entries (an entry that wraps, "1 1 1 2 2" when the numbers are
+# laid out apart).
 RUNNING_PAGES = 3
 RUNNING_CAPITALS = 2
 EDGE_LINES = 2
 CONTENTS_LINES = 3
 _PAGE_NUMBER = re.compile(r"(?i)(?:page\s+)?(?:\d{1,4}|[ivxlc]{1,7})(?:\s*(?:of|/)\s*\d{1,4})?")
 _DOT_LEADERS = re.compile(r"(?:\.\s?){6,}")
+_DOTS = re.compile(r"[.\s\u2026]+")  # leaders laid out as lines of their own
 _NUMBERS = re.compile(r"(?i)(?:(?:\d{1,4}|[ivxlc]{1,7})\s*)+")
 _NUMBERED = re.compile(r"\d{1,2}(?:\.\d{1,2})*\s*\S")
 _WORDS = re.compile(r"[^\W\d_]+")
@@ -244,7 +246,9 @@ def _without_page_furniture(
                 furniture.add(i)
         if len(furniture) < len(page):  # a page of nothing else: that is its text
             dropped.update(furniture)
-        leaders = [i for i in page if _DOT_LEADERS.search(lines[i][0])]
+        leaders = [
+            i for i in page if _DOT_LEADERS.search(lines[i][0]) or _DOTS.fullmatch(lines[i][0])
+        ]
         dropped.update(leaders)
         if len(leaders) >= CONTENTS_LINES:
             dropped.update(

@@ -20,17 +20,18 @@ from pdfminer.layout import LAParams, LTChar, LTTextContainer, LTTextLine
 
 from knowledge.extraction.base import ExtractionError, Limits
 
-# A text layer runs its words together when most of its letters sit in "words" this long
-# (in English prose they hold a few percent: URLs, paths, identifiers).
+# A text layer runs its words together when a tenth of its letters sit in "words" this long:
+# in spaced prose they hold 1-3% (URLs, paths, identifiers); Debian's dblatex manuals, whose
+# code and tables are spaced and prose is not, 19-76%.
 LONG_WORD = 20
-UNSPACED_SHARE = 0.5
+UNSPACED_SHARE = 0.1
 # Ends a page (a text box ends a paragraph with ("", 0.0, 0.0)).
 PAGE_BREAK = ("", -1.0, 0.0)
 _TOKEN = re.compile(r"\S+")
 
 
 def unspaced(lines: list[tuple[str, float, float]]) -> bool:
-    """Do most of the text's characters sit in words of LONG_WORD characters or more?"""
+    """Does UNSPACED_SHARE of the text's characters sit in words of LONG_WORD or more?"""
     total = long = 0
     for text, _, _ in lines:
         for token in _TOKEN.findall(text):

@@ -40,6 +40,11 @@ def test_a_pdf_with_spaced_runs_keeps_pypdfs_reading():
     lines = [("Refunds take five business days.", 10.0, 700.0)]
     assert not unspaced(lines)
     assert unspaced([("Refundstakefivebusinessdaysafterwereceiveit.", 10.0, 700.0)])
+    # a manual whose prose runs together between spaced code and tables
+    mixed = [("Weseethatthefilesaresettoinstallunder /usr/local.", 10.0, 700.0)] + [
+        ("$ dh_make -f ../foo.tar.gz and more spaced words here", 10.0, 690.0)
+    ] * 6
+    assert unspaced(mixed)
     assert extract(data=poison.text_pdf(pages=2), content_type=PDF).text == (
         "Refunds take five business days.\n\nRefunds take five business days."
     )
@@ -60,8 +65,10 @@ def test_page_numbers_running_headers_and_contents_lines_are_dropped():
         *_page(
             "Contents",
             "1 Returns . . . . . . . . . . 1",
-            "2 Refunds . . . . . . . . . 3",
-            "3 Shipping . . . . . . . . 5",
+            "2 Refunds",
+            ". . . . . . . . . .",  # leaders a layout put on lines of their own
+            ".",
+            "3",
             "3.1 Abroad",
             "ii",
         ),
