@@ -42,50 +42,50 @@ class ExtractionError(Exception):
 # Bytes a single PDF stream may decompress to, and the decoding work per stream. A text layer
 # needs far less; pypdf's defaults (75 MB, 300 MB) let one upload hold a worker's memory.
 PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
-# The version of each format's extractor, bumped whenever what it produces changes; documents
-# an older one made are re-indexed (`services.documents_reextract_outdated`, daily and
-# `manage.py reindex_outdated`), and only those: a change to HTML extraction never re-embeds
-# a tenant's PDFs. HTML 1: inline text joined as laid out (no spaces inside "os.remove"),
-# code blocks keep their lines, permalink anchors dropped, role="main" root; 2: headings over
-# nothing (a site title above the page's h1) dropped; 3: XHTML with an XML declaration
-# reads (it failed before); 4: a docutils local table of contents (<div class="contents
-# topic">) dropped; 5: the source's spaces before punctuation kept ("git add ."), the
-# paragraphs and listings of a <dd> or <li> kept apart, the terms of a list of sections
-# (gitfaq) headings, an admonition's heading a label, callouts numbered with their command.
-# 6: code lines keep their indentation. 7: FAQ entries without heading tags head their
-# answers (a paragraph of one bold question, a "Q: …?" paragraph, an accordion's <summary>),
-# and a list of nothing but links into the same page is dropped (the page's list of its own
-# questions). 8: footnote references and back-links ("[6]", "[*]") dropped. 9: a
-# run of three or more links into the page one to a line (<br>), a contents without a list,
-# dropped. 10: the terms of a glossary or list of options open their definition's first
-# paragraph ("-E, --tabstospaces: Convert each typed tab to spaces"), and a heading over
-# nothing but removed links (a contents' section titles) is dropped. 11: struck-out text
-# (<del>, <s>, <strike>: an old price, a defunct link) dropped unless it is all of its
-# block's text (an entry struck out as obsolete keeps its heading). 12: questions marked
-# only by their place head their answers (`html_questions`): "Q: …?<br>A: …" in one
-# paragraph split in two, and paragraphs or divs that only ask, each over its answer, when a
-# page has three of them (no page of the ten sets changed). Markdown 1:
-# fenced and indented code keeps its lines and their indentation (it was one collapsed
-# line). Plain text 1: a title underlined (or over- and underlined, reStructuredText) with
-# any repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any
-# run of them). Plain text 2 (`plain`): numbered titles, FAQ questions ("Q: …", a short line
-# asking over its answer) are headings; list items are blocks of their own; lines indented
-# three columns deeper than their prose keep their line breaks (code); decoration lines and
-# a table of contents are dropped. Plain text 3: a list item's wrapped lines under a hanging
-# indent (left of the item's text, right of its mark) stay in the item (the zsh FAQ's steps
-# were cut after their first line). Plain text 4: a numbered title is dropped as the
-# contents' line only when a later one has its number and words (the CVS FAQ's numbers
-# restart in each category: all but the last "1." lost their title); an indented paragraph
-# whose short last line ends a sentence reads as prose, comment lines as code.
-# PDF 1: a text layer whose words run together (CID fonts: the spaces are only offsets) is
-# read by glyph positions (`pdf_layout`, pdfminer.six); page numbers, running headers and
-# footers and a table of contents with dot leaders dropped; a title that wraps is one
-# heading, a paragraph that goes on over a page break one paragraph (the demo's PDF
-# extracts identically). Others: 0, as before versions existed.
-# (With HTML 5 a space closes up only before a punctuation-only token and chunks split only
-# at sentence ends, for every format: that changed no PDF, Markdown or text passage of the
-# demo, so those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 12, PDF: 1, MARKDOWN: 1, PLAIN: 4}
+# The version of each format's extractor, bumped whenever what it produces changes; documents an
+# older one made are re-indexed (`services.documents_reextract_outdated`, daily and `manage.py
+# reindex_outdated`), and only those: a change to HTML extraction never re-embeds a tenant's PDFs.
+# HTML 1: inline text joined as laid out (no spaces inside "os.remove"), code blocks keep their
+# lines, permalink anchors dropped, role="main" root; 2: headings over nothing (a site title above
+# the page's h1) dropped; 3: XHTML with an XML declaration reads (it failed before); 4: a docutils
+# local table of contents (<div class="contents topic">) dropped; 5: the source's spaces before
+# punctuation kept ("git add ."), the paragraphs and listings of a <dd> or <li> kept apart, the
+# terms of a list of sections (gitfaq) headings, an admonition's heading a label, callouts
+# numbered with their command. 6: code lines keep their indentation. 7: FAQ entries without
+# heading tags head their answers (a paragraph of one bold question, a "Q: …?" paragraph, an
+# accordion's <summary>), and a list of nothing but links into the same page is dropped (the
+# page's list of its own questions). 8: footnote references and back-links ("[6]", "[*]") dropped.
+# 9: a run of three or more links into the page one to a line (<br>), a contents without a list,
+# dropped. 10: the terms of a glossary or list of options open their definition's first paragraph
+# ("-E, --tabstospaces: Convert each typed tab to spaces"), and a heading over nothing but removed
+# links (a contents' section titles) is dropped. 11: struck-out text (<del>, <s>, <strike>: an old
+# price, a defunct link) dropped unless it is all of its block's text (an entry struck out as
+# obsolete keeps its heading). 12: questions marked only by their place head their answers
+# (`questions`): "Q: …?<br>A: …" in one paragraph split in two, and paragraphs or divs that only
+# ask, each over its answer, when a page has three of them (no page of the ten sets changed).
+# Markdown 1: fenced and indented code keeps its lines and their indentation (it was one collapsed
+# line). Markdown 2: raw HTML read, not dropped (a `<details>` summary heads the answer after it,
+# a `<br>` breaks the line), FAQ questions as paragraphs head their answers (`questions`: "**How
+# do I …?**" over its answer, three to a page; "Q: …? A: …"); a hard line break no longer glues
+# two words. Plain text 1: a title underlined (or over- and underlined, reStructuredText) with any
+# repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any run of
+# them). Plain text 2 (`plain`): numbered titles, FAQ questions ("Q: …", a short line asking over
+# its answer) are headings; list items are blocks of their own; lines indented three columns
+# deeper than their prose keep their line breaks (code); decoration lines and a table of contents
+# are dropped. Plain text 3: a list item's wrapped lines under a hanging indent (left of the
+# item's text, right of its mark) stay in the item (the zsh FAQ's steps were cut after their first
+# line). Plain text 4: a numbered title is dropped as the contents' line only when a later one has
+# its number and words (the CVS FAQ's numbers restart in each category: all but the last "1." lost
+# their title); an indented paragraph whose short last line ends a sentence reads as prose,
+# comment lines as code. PDF 1: a text layer whose words run together (CID fonts: the spaces are
+# only offsets) is read by glyph positions (`pdf_layout`, pdfminer.six); page numbers, running
+# headers and footers and a table of contents with dot leaders dropped; a title that wraps is one
+# heading, a paragraph that goes on over a page break one paragraph (the demo's PDF extracts
+# identically). Others: 0, as before versions existed.
+# (With HTML 5 a space closes up only before a punctuation-only token and chunks split only at
+# sentence ends, for every format: that changed no PDF, Markdown or text passage of the demo, so
+# those are not re-embedded for it; a new upload gets it.)
+EXTRACTOR_VERSIONS = {HTML: 12, PDF: 1, MARKDOWN: 2, PLAIN: 4}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 

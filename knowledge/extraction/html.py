@@ -15,7 +15,6 @@ from knowledge.extraction.base import (
     ExtractionError,
     Limits,
 )
-from knowledge.extraction.html_questions import questions_as_headings
 from knowledge.extraction.html_tree import (
     _HTML_CHECK_EVERY,
     _HTML_HEADINGS,
@@ -30,6 +29,7 @@ from knowledge.extraction.html_tree import (
     _push_children,
     _struck_remove,
 )
+from knowledge.extraction.questions import questions_as_headings
 
 _HTML_BLOCKS = {"p", "dt", "pre", "figcaption", "caption", "tr"}
 # Elements that hold inline text (then they are one block) or blocks of their own, which stay

@@ -1,4 +1,5 @@
-"""FAQ entries an HTML page writes without heading tags, read after the page is walked.
+"""FAQ entries a page writes without heading tags, read after the page is walked (HTML and
+Markdown: `html._extract_html`, `text._extract_markdown`).
 
 Help centres and hand-written FAQs often mark a question only by its place: a `<div
 class="faq-question">How do I…?</div>` over its answer, a paragraph that asks and the one

@@ -1,7 +1,7 @@
 """FAQ questions an HTML page marks only by their place (divs, paragraphs, "Q:"/"A:")."""
 
 from knowledge.chunking import chunk_document
-from knowledge.extraction import HTML, extract
+from knowledge.extraction import HTML, MARKDOWN, extract
 
 
 def _blocks(body: str) -> list[tuple[int, str]]:
@@ -84,4 +84,41 @@ def test_questions_in_prose_stay_paragraphs():
         (1, "Open questions"),
         *[(0, f"Question {n}?") for n in range(5)],  # only the last is over an answer
         (0, "None answered."),
+    ]
+
+
+def _md_blocks(text: str) -> list[tuple[int, str]]:
+    result = extract(data=text.encode(), content_type=MARKDOWN)
+    return [(b.level, b.text) for b in result.blocks]
+
+
+def test_markdown_bold_questions_and_q_a_paragraphs_head_their_answers():
+    assert _md_blocks(
+        "# Help\n\n## Account\n\n**How do I reset my password?**\n\nClick *Forgot password*.\n\n"
+        "**Can I change my email?**\n\nYes, under Settings.\n\n"
+        "Q: Can two people share one account?\nA: No, each needs a login.\n"
+    ) == [
+        (1, "Help"),
+        (2, "Account"),
+        (3, "How do I reset my password?"),
+        (0, "Click Forgot password."),
+        (3, "Can I change my email?"),
+        (0, "Yes, under Settings."),
+        (3, "Can two people share one account?"),
+        (0, "No, each needs a login."),
+    ]
+
+
+def test_raw_html_in_markdown_is_read_not_dropped():
+    assert _md_blocks(
+        "# FAQ\n\n<details>\n<summary>Do you ship abroad?</summary>\n\n"
+        "Yes, to **30** countries.\n\n</details>\n\n"
+        "<p>Call us on 555-0100.<br>We answer 9-5.</p>\n\n"
+        "Line one<br>line two, and a hard  \nbreak.\n"
+    ) == [
+        (1, "FAQ"),
+        (2, "Do you ship abroad?"),
+        (0, "Yes, to 30 countries."),
+        (0, "Call us on 555-0100. We answer 9-5."),
+        (0, "Line one line two, and a hard break."),
     ]
