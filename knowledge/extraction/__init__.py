@@ -1,17 +1,21 @@
 """Turn an uploaded file into plain text plus heading/paragraph blocks with character spans.
 
-Supported: PDF (pypdf; headings recognised by font size), HTML (navigation, scripts and page
-chrome stripped, headings kept), Markdown and plain text. The returned `text` is what chunk
-spans point into and what the public knowledge page shows.
+Supported: PDF (pypdf; pdfminer.six when the words of its text layer run together; headings
+recognised by font size, page furniture dropped), HTML (navigation, scripts and page chrome
+stripped, headings kept), Markdown (its raw HTML read as HTML) and plain text (titles, FAQ
+questions, lists and code read from its layout). The returned `text` is what chunk spans
+point into and what the public knowledge page shows.
 
 Uploads are untrusted: extraction is linear in the input, never recurses over the document
 tree, and stops with an `ExtractionError` (which fails the document with its message) at the
 limits in `Limits`: characters of text, PDF pages, PDF stream sizes, HTML nesting depth and a
 wall-clock deadline that is checked as the work proceeds.
 
-`base` holds the content types, limits, versions and the `Extracted` result; `pdf`, `html`
-(with `html_tree`: chrome, removals and visible text), `text` (Markdown) and `plain` each
-build one. Import from this package, not from its modules.
+`base` holds the content types, limits, versions and the `Extracted` result; `pdf` (with
+`pdf_layout`), `html` (with `html_tree`: chrome, removals and visible text), `text`
+(Markdown) and `plain` each build one; `questions` makes FAQ questions written as
+paragraphs head their answers (HTML and Markdown). Import from this package, not from its
+modules.
 """
 
 from __future__ import annotations
