@@ -117,6 +117,14 @@ class Limits:
             seconds=seconds,
         )
 
+    def check_chars(self, chars: int, *, what: str = "file") -> None:
+        """Raise ExtractionError when `chars` characters of text pass the limit."""
+        if chars > self.max_chars:
+            raise ExtractionError(
+                f"The {what} holds more than {self.max_chars:,} characters of text, the limit "
+                "per document; split it into smaller documents."
+            )
+
     def check_time(self) -> None:
         """Raise ExtractionError once the deadline has passed."""
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -193,11 +201,7 @@ class Extracted:
         separator = "\n\n" if self._length else ""
         start = self._length + len(separator)
         end = start + len(text)
-        if end > self.limits.max_chars:
-            raise ExtractionError(
-                f"The file holds more than {self.limits.max_chars:,} characters of text, the "
-                "limit per document; split it into smaller documents."
-            )
+        self.limits.check_chars(end)
         if separator:
             self._parts.append(separator)
         self._parts.append(text)

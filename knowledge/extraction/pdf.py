@@ -91,11 +91,7 @@ def _pdf_lines(data: bytes, limits: Limits) -> list[tuple[str, float, float]]:
 
         page.extract_text(visitor_text=visit)
         chars += sum(len(text) for text, _, _ in page_lines)
-        if chars > limits.max_chars:
-            raise ExtractionError(
-                f"The PDF holds more than {limits.max_chars:,} characters of text, the limit "
-                "per document; split it into smaller documents."
-            )
+        limits.check_chars(chars, what="PDF")
         lines.extend(page_lines)
         lines.append(PAGE_BREAK)  # a page break ends a paragraph
     return lines

@@ -18,14 +18,15 @@ from collections import Counter
 from pdfminer.high_level import extract_pages
 from pdfminer.layout import LAParams, LTChar, LTTextContainer, LTTextLine
 
-from knowledge.extraction.base import ExtractionError, Limits
+from knowledge.extraction.base import Limits
 
 # A text layer runs its words together when a tenth of its letters sit in "words" this long:
 # in spaced prose they hold 1-3% (URLs, paths, identifiers); Debian's dblatex manuals, whose
 # code and tables are spaced and prose is not, 19-76%.
 LONG_WORD = 20
 UNSPACED_SHARE = 0.1
-# Ends a page (a text box ends a paragraph with ("", 0.0, 0.0)).
+# What ends a text box (a paragraph, unless it goes on mid-sentence) and a page.
+BOX_BREAK = ("", 0.0, 0.0)
 PAGE_BREAK = ("", -1.0, 0.0)
 _TOKEN = re.compile(r"\S+")
 
@@ -43,7 +44,7 @@ def unspaced(lines: list[tuple[str, float, float]]) -> bool:
 
 def layout_lines(data: bytes, limits: Limits) -> list[tuple[str, float, float]]:
     """Text lines of every page as (text, font size, y position), laid out by pdfminer;
-    ("", 0.0, 0.0) ends a paragraph (a text box), PAGE_BREAK a page."""
+    BOX_BREAK ends a text box, PAGE_BREAK a page."""
     lines: list[tuple[str, float, float]] = []
     chars = 0
     for page in extract_pages(io.BytesIO(data), laparams=LAParams()):
@@ -61,11 +62,7 @@ def layout_lines(data: bytes, limits: Limits) -> list[tuple[str, float, float]]:
                 size = sizes.most_common(1)[0][0] if sizes else 0.0
                 lines.append((text, size, line.y0))
                 chars += len(text)
-            lines.append(("", 0.0, 0.0))
-        if chars > limits.max_chars:
-            raise ExtractionError(
-                f"The PDF holds more than {limits.max_chars:,} characters of text, the limit "
-                "per document; split it into smaller documents."
-            )
+            lines.append(BOX_BREAK)
+        limits.check_chars(chars, what="PDF")
         lines.append(PAGE_BREAK)
     return lines
