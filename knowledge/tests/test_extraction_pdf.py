@@ -56,6 +56,20 @@ def test_the_layout_reader_keeps_the_character_cap():
         layout_lines(data, Limits(max_chars=250))
 
 
+def test_the_layout_reader_stops_at_the_deadline():
+    """pdfminer is slower than pypdf: a run-together file checks the deadline each page."""
+    limits = Limits.within(seconds=0.0, max_chars=1_000_000, max_pages=100)
+    with pytest.raises(ExtractionError, match="time limit per document"):
+        layout_lines(DEBIAN_FAQ_PDF.read_bytes(), limits)
+
+
+def test_a_malformed_run_together_pdf_is_an_extraction_error_not_a_crash():
+    data = DEBIAN_FAQ_PDF.read_bytes()
+    cut = data[: len(data) // 2]  # the text layer of the first pages, the rest missing
+    with pytest.raises(ExtractionError, match="The PDF cannot be read"):
+        extract(data=cut, content_type=PDF)
+
+
 def _page(*texts: str) -> list[tuple[str, float, float]]:
     return [(t, 10.0, 700.0 - 12 * i) for i, t in enumerate(texts)] + [PAGE_BREAK]
 
