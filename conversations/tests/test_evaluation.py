@@ -33,6 +33,7 @@ DEVSQLITE = ROOT / "dev_sqlite_faq" / "eval_answers.json"
 DEVFETCHMAIL = ROOT / "dev_fetchmail_faq" / "eval_answers.json"
 DEVNANO = ROOT / "dev_nano_docs" / "eval_answers.json"
 DEVZSH = ROOT / "dev_zsh_faq" / "eval_answers.json"
+DEVCUPS = ROOT / "dev_cups_help" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -105,6 +106,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         DEVFETCHMAIL,
         DEVNANO,
         DEVZSH,
+        DEVCUPS,
     ],
     ids=[
         "python-faq",
@@ -118,6 +120,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-fetchmail",
         "dev-nano",
         "dev-zsh",
+        "dev-cups",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):

@@ -36,6 +36,8 @@ CORPORA = {
     "dev-nano": Path(settings.BASE_DIR) / "demo" / "dev_nano_docs" / "eval_answers.json",
     # The Z-shell FAQ: one plain-text file (YODL's text output), "N.M:" headings, indented code.
     "dev-zsh": Path(settings.BASE_DIR) / "demo" / "dev_zsh_faq" / "eval_answers.json",
+    # CUPS help pages: hand-written HTML how-tos (<pre> commands, <dl>/<ul> options, URI tables).
+    "dev-cups": Path(settings.BASE_DIR) / "demo" / "dev_cups_help" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
