@@ -288,7 +288,7 @@ async def _weak_answer(turn: Turn, result, passages) -> Outcome:
         "strength": result.strength,
         "search_ms": result.timings_ms,
         "path": "weak_evidence",
-        "path_reason": result.strength,
+        "path_reason": "ambiguous" if result.ambiguous else result.strength,
     }
     return await finish(turn, draft, stream=True)
 

@@ -46,10 +46,10 @@ Agents may grant a goodwill credit of up to $25 without approval when a delivery
 """
 
 
-def index_document(tenant, title, text, audience="public", segments=()):
+def index_document(tenant, title, text, audience="public", segments=(), ext="md"):
     document = document_upload(
         tenant=tenant,
-        file=ContentFile(text.encode(), name=f"{title.lower().replace(' ', '-')}.md"),
+        file=ContentFile(text.encode(), name=f"{title.lower().replace(' ', '-')}.{ext}"),
         title=title,
         audience=audience,
         segments=segments,

@@ -3,6 +3,7 @@ answers are extractive; the generative path is tested against vLLM in test_gener
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -134,6 +135,24 @@ def test_weak_evidence_asks_back_quoting_the_two_closest_sections(
     assert re.findall(r"” \[(\d)\]", reply.text) == ["1", "2"]
     assert len({(c["document_id"], c["heading"]) for c in reply.citations}) == 2
     assert reply.text.rstrip().endswith("a person from our team.")
+
+
+def test_a_question_the_pages_only_touch_is_hedged_not_answered_from_unrelated_sections(
+    tenant, conversation
+):
+    """Every passage of a page of print options is about printing; none is about watermarks.
+    The search finds a dozen about equally close: the reply says it is not sure and quotes
+    the two closest, instead of answering from whatever ranked first."""
+    page = Path(__file__).resolve().parents[2] / "demo" / "dev_cups_help" / "pages"
+    index_document(tenant, "Printing options", (page / "options.html").read_text(), ext="html")
+    reply = ask(conversation, "how do i print a DRAFT watermark across every page", "c1").reply
+    assert reply.kind == Message.Kind.CLARIFY
+    assert reply.meta["path_reason"] == "ambiguous"
+    assert reply.text.startswith("I'm not sure I found exactly what you're asking about.")
+    assert len(reply.citations) == 2
+    answered = ask(conversation, "how do i print on both sides of the paper?", "c2").reply
+    assert answered.kind == Message.Kind.EXTRACTIVE
+    assert "sides=two-sided-long-edge" in answered.text
 
 
 def test_a_second_weak_turn_hands_off_and_still_quotes_the_closest_sections(

@@ -32,6 +32,7 @@ from knowledge.selectors.search import (
     Passage,
     SearchResult,
     chunk_get_many,
+    evidence_strength,
     knowledge_version,
     search_passages,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "document_page_get",
     "document_public_page",
     "document_version_get",
+    "evidence_strength",
     "filter_sql",
     "fulltext_candidates",
     "knowledge_version",

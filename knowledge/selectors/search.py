@@ -42,6 +42,12 @@ MAX_QUERY_CHARS = 1000
 COSINE_LOW, COSINE_HIGH = 0.15, 0.60
 EVIDENCE_COSINE_WEIGHT = 0.7
 STRONG_EVIDENCE, WEAK_EVIDENCE = 0.55, 0.3
+# The search found the topic, not the answer: its third-best passage is nearly as close as its
+# best, and the best only moderately close. On a single-product FAQ every passage is about the
+# product, so a question the pages never answer ("run fetchmail as a systemd service", "a
+# password on my sqlite database") still reaches strong evidence, spread evenly over unrelated
+# entries; a question they answer usually stands out. Such a search is weak (the reply hedges).
+AMBIGUOUS_RATIO, AMBIGUOUS_BELOW = 0.9, 0.7
 # Weighted RRF: MiniLM is the strongest single list on paraphrased customer questions; the
 # lexical lists add exact terms, codes and typos (weights chosen on the demo evaluation set,
 # where equal weights reached recall@5 0.962 against vector-only 1.000).
@@ -71,6 +77,8 @@ class SearchResult:
     passages: list[Passage]
     strength: str  # "strong" | "weak" | "none"
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # Weak only because no passage stands out from the others (`evidence_strength`).
+    ambiguous: bool = False
 
 
 # --------------------------------------------------------------------------- search
@@ -134,9 +142,32 @@ def search_passages(
     )
     lap("fetch", t)
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
-    best = max((p.evidence for p in passages), default=0.0)
-    strength = "strong" if best >= STRONG_EVIDENCE else "weak" if best >= WEAK_EVIDENCE else "none"
-    return SearchResult(query=query, passages=passages, strength=strength, timings_ms=timings)
+    strength, ambiguous = evidence_strength([p.evidence for p in passages])
+    return SearchResult(
+        query=query,
+        passages=passages,
+        strength=strength,
+        timings_ms=timings,
+        ambiguous=ambiguous,
+    )
+
+
+def evidence_strength(evidences: list[float]) -> tuple[str, bool]:
+    """Summarize the passages' evidence: ("strong" | "weak" | "none", ambiguous).
+
+    Strong needs a best passage at `STRONG_EVIDENCE` that stands out: when the third best is
+    within `AMBIGUOUS_RATIO` of a best under `AMBIGUOUS_BELOW`, the search is weak and
+    `ambiguous` says why.
+    """
+    ranked = sorted(evidences, reverse=True)
+    best = ranked[0] if ranked else 0.0
+    if best < WEAK_EVIDENCE:
+        return "none", False
+    if best < STRONG_EVIDENCE:
+        return "weak", False
+    if best < AMBIGUOUS_BELOW and len(ranked) >= 3 and ranked[2] >= AMBIGUOUS_RATIO * best:
+        return "weak", True
+    return "strong", False
 
 
 def _passages_fetch(

@@ -1,4 +1,5 @@
 import random
+from pathlib import Path
 
 import pytest
 from django.core.files.base import ContentFile
@@ -11,16 +12,19 @@ from knowledge.selectors import (
     Audience,
     candidates,
     chunk_get_many,
+    evidence_strength,
     fulltext_candidates,
     search_passages,
     trigram_candidates,
     vector_candidates,
 )
+from knowledge.selectors.search import STRONG_EVIDENCE
 from supportbot.services import Actor
 
 from .conftest import upload_and_index
 from .factories import ChunkFactory, DocumentFactory, near_vector, random_unit_vector
 
+PAGES = Path(__file__).resolve().parents[2] / "demo"
 QUERY = "how long is the return window for tents"
 LURE = "Return window for tents: tents can be returned within 30 days. Return window tents."
 
@@ -144,6 +148,48 @@ def test_strength_is_strong_for_an_answerable_question_and_none_off_topic(tenant
         tenant=tenant, query="who won the football world cup", audience=Audience.customer()
     )
     assert off_topic.strength == "none"
+
+
+@pytest.mark.parametrize(
+    ("evidences", "expected"),
+    [
+        # a best passage that stands out, however close the runners-up of a strong best
+        ([0.9, 0.88, 0.87], ("strong", False)),
+        ([0.65, 0.5, 0.4], ("strong", False)),
+        # three nearly equal, moderately close passages: the topic, not the answer
+        ([0.62, 0.6, 0.58, 0.3], ("weak", True)),
+        ([0.6, 0.59, 0.6], ("weak", True)),  # order of the passages does not matter
+        # two close ones are a choice between two answers, not a spread
+        ([0.62, 0.6], ("strong", False)),
+        ([0.62, 0.6, 0.5], ("strong", False)),
+        ([0.5, 0.49, 0.48], ("weak", False)),
+        ([0.2, 0.1], ("none", False)),
+        ([], ("none", False)),
+    ],
+)
+def test_evidence_strength_is_weak_when_no_passage_stands_out(evidences, expected):
+    assert evidence_strength(evidences) == expected
+
+
+def test_a_question_the_page_only_touches_is_weak_and_ambiguous_one_it_answers_strong(tenant):
+    """On one page of print options every passage is about printing: "a DRAFT watermark"
+    (never covered) meets a dozen of them about equally; "both sides" meets its section."""
+    page = PAGES / "dev_cups_help" / "pages" / "options.html"
+    upload_and_index(tenant, "options.html", page.read_bytes())
+    touched = search_passages(
+        tenant=tenant,
+        query="how do i print a DRAFT watermark across every page",
+        audience=Audience.customer(),
+    )
+    assert (touched.strength, touched.ambiguous) == ("weak", True)
+    assert max(p.evidence for p in touched.passages) >= STRONG_EVIDENCE  # strong on its own
+    answered = search_passages(
+        tenant=tenant,
+        query="how do i print on both sides of the paper",
+        audience=Audience.customer(),
+    )
+    assert (answered.strength, answered.ambiguous) == ("strong", False)
+    assert "sides" in answered.passages[0].text
 
 
 def test_passage_url_points_to_the_public_page_and_is_empty_for_restricted(tenant, client):
