@@ -66,6 +66,23 @@ PARAGRAPH_REACH = 60
 # more). Capitalised pointers back ("This command…") measured worse (-3 key facts, +1).
 _GOES_ON = re.compile(r"^[a-z]")
 
+# A question that asks what something is ("what's X", "the difference between X and Y", "what
+# does X mean"), and a sentence that says what one of its words is ("A "server" is any
+# machine that…"): the definition answers it better than a sentence using the word. FAQ
+# entries already open on theirs (the lead rule); on the eleven development sets this changed
+# one reply, the one it was written for (dev-cups, +1 key fact), and no other.
+_ASKS_WHAT = re.compile(
+    r"\bwhat\s*(?:'s|s|\s+is|\s+are)\s+(?:(?:an?|the)\s+)?[\w.+-]+(?:\s+[\w.+-]+)?"
+    r"(?:\s+exactly)?\s*(?:[?.!,;]|$)|\bdifference between\b|\bwhat does .+ mean\b"
+    r"|\bmeaning of\b|\bdefine\b",
+    re.I,
+)
+_DEFINES = re.compile(
+    r"^\W*(?:(?:an?|the)\s+)?[\"“‘']?((?:[\w.+-]+\s+){0,3}?[\w.+-]+)[\"”’']?,?"
+    r"\s+(?:is|are|means|refers to|stands for)\s",
+    re.I,
+)
+DEFINITION_BONUS = 0.15
 _WORD = re.compile(r"\S+")
 _WORDLIKE = re.compile(r"\w")
 _ENDS_IN_WORD = re.compile(r"\w\s*$")
@@ -154,10 +171,15 @@ def unit_scores(
     0.25 or 0.5) changed no answer of the development sets."""
     vectors = np.asarray(embed([query, *(u.text for u in units)]), dtype=np.float32)
     query_words = content_words(query)
+    asks_what = bool(_ASKS_WHAT.search(query.replace("’", "'")))
     scores = []
     for unit, vec in zip(units, vectors[1:], strict=True):
         overlap = len(query_words & content_words(unit.text)) / (len(query_words) or 1)
         score = float(vectors[0] @ vec) + OVERLAP_WEIGHT * overlap
+        if asks_what and not unit.code:
+            defined = _DEFINES.match(unit.text)
+            if defined and query_words & content_words(defined.group(1)):
+                score += DEFINITION_BONUS
         if len(content_words(unit.text)) < 2:
             score -= 0.2  # "Yes." or a bare code token answers nothing on its own
         if unit.code:

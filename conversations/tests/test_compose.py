@@ -783,3 +783,50 @@ def test_the_passages_a_reply_quotes_are_embedded_in_one_model_call():
     assert len(calls) == 1  # the question and both quoted passages' sentences, together
     embedded = set(calls[0])
     assert not embedded & {u.text for u in compose.passage_units(FOREIGN_KEY)}  # too weak
+
+
+SERVERS = (
+    'A "server" is any machine that communicates directly to a printer. A "client" is any '
+    "machine that sends print jobs to a server for final printing.\n\n"
+    "By default, CUPS uses the Internet Printing Protocol (IPP) to send jobs from a client to "
+    "a server. When printing to legacy print servers you may also use the Line Printer Daemon "
+    "(LPD) protocol when printing to older UNIX-based servers or Server Message Block (SMB) "
+    "when printing to Windows servers. Clients can automatically discover shared printers."
+)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "in cups speak whats the difference between a server and a client",
+        "what's a client?",
+        "what does client mean here",
+    ],
+)
+def test_a_question_asking_what_something_is_is_quoted_from_the_sentence_defining_it(question):
+    win = compose.compose(question, SERVERS, embed=bag_of_words)
+    assert win.quote.startswith('A "server" is any machine')
+
+
+@pytest.mark.parametrize(
+    ("question", "bonus"),
+    [
+        ("whats a client exactly?", True),
+        ("what does client mean", True),
+        ("which protocol does a client use to send jobs to a server", False),
+        # "what's" that asks for no definition
+        ("we print from a client to a server, what's likely to go wrong", False),
+        ("what is the best way to send jobs from a client", False),
+    ],
+)
+def test_only_a_question_asking_what_something_is_lifts_the_sentence_defining_it(
+    question, bonus, monkeypatch
+):
+    units = compose.passage_units(SERVERS)
+    scores = compose.unit_scores(question, units, embed=bag_of_words)
+    monkeypatch.setattr(compose, "DEFINITION_BONUS", 0.0)
+    plain = compose.unit_scores(question, units, embed=bag_of_words)
+    lifted = [i for i, (a, b) in enumerate(zip(scores, plain, strict=True)) if a != b]
+    # only 'A "client" is any machine…' (a sentence defining a word of the question)
+    assert lifted == ([1] if bonus else [])
+    assert units[1].text.startswith('A "client" is')
