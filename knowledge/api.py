@@ -213,7 +213,15 @@ class SearchApi(APIView):
             url = serializers.CharField(allow_blank=True)
 
         query = serializers.CharField()
-        strength = serializers.ChoiceField(choices=["strong", "weak", "none"])
+        strength = serializers.ChoiceField(
+            choices=["strong", "weak", "none"],
+            help_text="How well the best passages answer q, judged on the eight best whatever "
+            "the limit; the chat answers only on strong and hedges on weak.",
+        )
+        ambiguous = serializers.BooleanField(
+            help_text="Weak only because no passage stands out: the pages touch the topic "
+            "but the search cannot tell which one answers."
+        )
         passages = PassageSerializer(many=True)
         timings_ms = serializers.DictField(child=serializers.FloatField())
 

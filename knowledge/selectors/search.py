@@ -48,6 +48,9 @@ STRONG_EVIDENCE, WEAK_EVIDENCE = 0.55, 0.3
 # password on my sqlite database") still reaches strong evidence, spread evenly over unrelated
 # entries; a question they answer usually stands out. Such a search is weak (the reply hedges).
 AMBIGUOUS_RATIO, AMBIGUOUS_BELOW = 0.9, 0.7
+# Strength is judged on this many passages whatever the caller's limit (the chat's eight), so
+# a partner asking for one passage gets the strength the chat would act on.
+JUDGED = 8
 # Weighted RRF: MiniLM is the strongest single list on paraphrased customer questions; the
 # lexical lists add exact terms, codes and typos (weights chosen on the demo evaluation set,
 # where equal weights reached recall@5 0.962 against vector-only 1.000).
@@ -132,7 +135,8 @@ def search_passages(
         [[i for i, _ in ranked[item.name]] for item in lists],
         weights=[LIST_WEIGHTS[item.name] for item in lists],
     )
-    top = sorted(fused, key=lambda i: (-fused[i], i))[: max(1, limit)]
+    limit = max(1, limit)
+    top = sorted(fused, key=lambda i: (-fused[i], i))[: max(limit, JUDGED)]
     passages = _passages_fetch(
         tenant=tenant, chunk_ids=top, audience=audience, query=query, embedding=embedding
     )
@@ -142,10 +146,10 @@ def search_passages(
     )
     lap("fetch", t)
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
-    strength, ambiguous = evidence_strength([p.evidence for p in passages])
+    strength, ambiguous = evidence_strength([p.evidence for p in passages[:JUDGED]])
     return SearchResult(
         query=query,
-        passages=passages,
+        passages=passages[:limit],
         strength=strength,
         timings_ms=timings,
         ambiguous=ambiguous,

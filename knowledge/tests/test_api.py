@@ -129,6 +129,7 @@ def test_search_api_as_partner_defaults_to_customer_audience(api_client, tenant,
     titles = {p["title"] for p in r.json()["passages"]}
     assert titles == {"public"}
     assert r.json()["strength"] in {"strong", "weak", "none"}
+    assert r.json()["ambiguous"] is False  # one passage: nothing to be torn between
     refused = api_client.get("/api/v1/search", {"q": "return items", "audience": "agent"})
     assert refused.status_code == 403, refused.content
     assert refused.json()["error"]["field"] == "audience"

@@ -183,6 +183,14 @@ def test_a_question_the_page_only_touches_is_weak_and_ambiguous_one_it_answers_s
     )
     assert (touched.strength, touched.ambiguous) == ("weak", True)
     assert max(p.evidence for p in touched.passages) >= STRONG_EVIDENCE  # strong on its own
+    one = search_passages(
+        tenant=tenant,
+        query="how do i print a DRAFT watermark across every page",
+        audience=Audience.customer(),
+        limit=1,
+    )  # judged on the same eight passages: a partner asking for one gets the same strength
+    assert (len(one.passages), one.strength, one.ambiguous) == (1, "weak", True)
+    assert one.passages[0].chunk_id == touched.passages[0].chunk_id
     answered = search_passages(
         tenant=tenant,
         query="how do i print on both sides of the paper",
