@@ -7,6 +7,10 @@ after it that answers, or "Q: …?<br>A: …" in one paragraph. Such a question 
 answer (one level below the heading above it), as the bold questions and `<details>`
 summaries of `html.py` do, so that search sees the question as the entry's heading and a
 quote starts at its answer.
+
+A paragraph that only labels the next one ("Note:" in bold over a CUPS note, Sphinx's "Note"
+and "See also" box titles) opens that paragraph instead of standing alone (`labels_joined`):
+a chunk or quote that holds the note then says it is one, and no quote is the label alone.
 """
 
 from __future__ import annotations
@@ -30,6 +34,29 @@ _ASKED_AND_ANSWERED = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _SPACES = re.compile(rf"[\s{_JOIN}]+")
+_LABEL = re.compile(
+    r"(?:notes?|tip|hint|warning|important|caution|attention|danger|see also)\s*:?", re.I
+)
+
+
+def labels_joined(entries: list[tuple[str | None, int]]) -> list[tuple[str | None, int]]:
+    """Join a paragraph that is only an admonition label ("Note:", "See also") to the
+    paragraph after it ("Note: The lpmove command is located…"); a label over anything else
+    (a heading, code, the end) stays as it is. Entries as in `questions_as_headings`."""
+    out: list[tuple[str | None, int]] = []
+    i = 0
+    while i < len(entries):
+        text, level = entries[i]
+        following = entries[i + 1] if i + 1 < len(entries) else (None, None)
+        label = _SPACES.sub(" ", text).strip() if level == 0 and text else ""
+        if label and _LABEL.fullmatch(label) and following[1] == 0 and following[0]:
+            rest = following[0].lstrip(f" \n\t{_JOIN}")
+            out.append((f"{label.rstrip(':').rstrip()}: {rest}", 0))
+            i += 2
+            continue
+        out.append((text, level))
+        i += 1
+    return out
 
 
 def questions_as_headings(entries: list[tuple[str | None, int]]) -> list[tuple[str | None, int]]:

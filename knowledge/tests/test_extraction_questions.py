@@ -122,3 +122,48 @@ def test_raw_html_in_markdown_is_read_not_dropped():
         (0, "Call us on 555-0100. We answer 9-5."),
         (0, "Line one line two, and a hard break."),
     ]
+
+
+def test_a_paragraph_that_only_labels_a_note_opens_the_note():
+    # CUPS: a bold "Note:" in a blockquote over the note's paragraph; Sphinx: the box's title
+    body = (
+        "<h1>Moving a job</h1><p>The lpmove command moves a job:</p><pre>lpmove 12 bar</pre>"
+        "<BLOCKQUOTE><B>Note:</B>\n\n<P>The lpmove command is in /usr/sbin.</P></BLOCKQUOTE>"
+        "<div class='admonition warning'><p class='admonition-title'>Warning</p>"
+        "<p>Moving a held job releases it.</p></div>"
+        "<p>Note that this is prose, not a label.</p>"
+    )
+    assert _blocks(body) == [
+        (1, "Moving a job"),
+        (0, "The lpmove command moves a job:"),
+        (0, "lpmove 12 bar"),
+        (0, "Note: The lpmove command is in /usr/sbin."),
+        (0, "Warning: Moving a held job releases it."),
+        (0, "Note that this is prose, not a label."),
+    ]
+
+
+def test_a_label_over_code_a_heading_or_nothing_stays_as_it_is():
+    body = (
+        "<h1>Setup</h1><p><b>See also:</b></p><pre>man lpadmin</pre>"
+        "<p>Tip</p><h2>Next</h2><p>Text.</p><p>Note:</p>"
+    )
+    assert [text for _, text in _blocks(body)] == [
+        "Setup",
+        "See also:",
+        "man lpadmin",
+        "Tip",
+        "Next",
+        "Text.",
+        "Note:",
+    ]
+
+
+def test_a_markdown_note_label_opens_its_paragraph():
+    text = b"# Printing\n\n**Note:**\n\nDuplex needs a duplex unit.\n\nMore text.\n"
+    result = extract(data=text, content_type=MARKDOWN)
+    assert [b.text for b in result.blocks] == [
+        "Printing",
+        "Note: Duplex needs a duplex unit.",
+        "More text.",
+    ]
