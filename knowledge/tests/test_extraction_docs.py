@@ -522,8 +522,7 @@ def test_a_bold_paragraph_that_asks_nothing_stays_body_text():
     )
     assert [(b.level, b.text) for b in result.blocks] == [
         (1, "Setup"),
-        (0, "Important:"),
-        (0, "Back up first."),
+        (0, "Important: Back up first."),  # a label opens the paragraph it labels
         (0, "Do this before you start."),
         (0, "Then run it."),
         (0, "Why? Because the disk fills up?"),
