@@ -13,7 +13,7 @@ from conversations.orchestrator.base import Draft, TurnEmbedder
 from knowledge.embeddings import embed_texts
 from verification import content_words, split_sentences
 
-EXTRACTIVE_PROMPT_VERSION = "extractive-v10"  # cache keys: v10 after the definition bonus
+EXTRACTIVE_PROMPT_VERSION = "extractive-v11"  # cache keys: v11 after entries filled to 130
 # A second passage (another section, or another part of a long entry) is quoted too when its
 # search evidence is this close: 0.7 quotes 3 key facts and 1 follow-up more than 0.8 on the
 # five development sets and the demo (0.8 had been measured on the demo and dev-sqlalchemy

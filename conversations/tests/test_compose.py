@@ -372,21 +372,47 @@ TOASTER = " ".join(
 
 
 def test_an_entry_under_a_heading_that_asks_the_question_is_quoted_further():
-    """The entry is the answer: its first quote runs to LEAD_MIN_WORDS (at most
-    LEAD_MAX_WORDS), where a quote of another section stops at MIN_WORDS."""
+    """The entry is the answer: its first quote takes every sentence that fits in
+    LEAD_MAX_WORDS, where a quote of another section stops at MIN_WORDS."""
     asked = "can python run on a toaster"
     entry = FakePassage(TOASTER, heading_path=["FAQ", "Can Python run on a toaster?"])
     draft = extractive_draft(query=asked, passages=[entry], embed=bag_of_words)
     quote = draft.text.split("” [1]")[0]
     assert quote.startswith(f"“{TOASTER_LEAD}")
     assert TOASTER_FACT in quote
-    assert compose.LEAD_MIN_WORDS <= len(quote.split()) <= compose.LEAD_MAX_WORDS
+    filler = len(f"Cooling matters too, fans help, and so does airflow {0}.".split())
+    assert compose.LEAD_MAX_WORDS - filler < len(quote.split()) <= compose.LEAD_MAX_WORDS
     assert quote_is_verbatim(quote.strip("“”"), TOASTER) == []
 
     elsewhere = FakePassage(TOASTER, heading_path=["FAQ", "Hardware notes"])
     other = extractive_draft(query=asked, passages=[elsewhere], embed=bag_of_words).text
     assert len(other.split("” [1]")[0].split()) <= compose.MAX_WORDS
     assert TOASTER_FACT not in other
+
+
+# An entry whose answer is its last sentence, a little past 100 words: the two readings of a
+# standard first, then which one the product follows.
+READINGS = " ".join(
+    [
+        "Perhaps you mean the statement from the standard about unique columns.",
+        *(
+            f"Reading {n} says a row may repeat a value when one part is missing, case {n}."
+            for n in range(6)
+        ),
+        "That statement is ambiguous, having two readings.",
+        "The product follows reading one, as do most other engines.",
+    ]
+)
+
+
+def test_an_entrys_quote_takes_every_sentence_that_fits_in_its_words():
+    """An entry's answer ends where the entry does: its quote does not stop at a word count
+    below LEAD_MAX_WORDS while the next sentence fits."""
+    asked = "my unique column lets several rows repeat, isnt that against the standard"
+    entry = FakePassage(READINGS, heading_path=["FAQ", "Is a repeated unique value a bug?"])
+    quote = extractive_draft(query=asked, passages=[entry], embed=bag_of_words).text
+    assert 100 < len(READINGS.split()) <= compose.LEAD_MAX_WORDS
+    assert quote == f"“{READINGS}” [1]"
 
 
 def test_a_heading_sharing_two_of_the_questions_words_in_five_anchors_the_quote_at_its_lead():
