@@ -34,6 +34,7 @@ DEVFETCHMAIL = ROOT / "dev_fetchmail_faq" / "eval_answers.json"
 DEVNANO = ROOT / "dev_nano_docs" / "eval_answers.json"
 DEVZSH = ROOT / "dev_zsh_faq" / "eval_answers.json"
 DEVCUPS = ROOT / "dev_cups_help" / "eval_answers.json"
+DEVPODMAN = ROOT / "dev_podman_docs" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -107,6 +108,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         DEVNANO,
         DEVZSH,
         DEVCUPS,
+        DEVPODMAN,
     ],
     ids=[
         "python-faq",
@@ -121,6 +123,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-nano",
         "dev-zsh",
         "dev-cups",
+        "dev-podman",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):

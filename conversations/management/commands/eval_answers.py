@@ -38,6 +38,9 @@ CORPORA = {
     "dev-zsh": Path(settings.BASE_DIR) / "demo" / "dev_zsh_faq" / "eval_answers.json",
     # CUPS help pages: hand-written HTML how-tos (<pre> commands, <dl>/<ul> options, URI tables).
     "dev-cups": Path(settings.BASE_DIR) / "demo" / "dev_cups_help" / "eval_answers.json",
+    # Podman docs in Markdown: a troubleshooting list (### N) entries, Symptom/Solution, fences)
+    # + the rootless tutorial (#-#### headings, lists, config-file code blocks).
+    "dev-podman": Path(settings.BASE_DIR) / "demo" / "dev_podman_docs" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
