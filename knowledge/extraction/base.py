@@ -65,11 +65,14 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # ask, each over its answer, when a page has three of them (no page of the ten sets changed).
 # 13: a paragraph that is only an admonition label ("Note:" over a CUPS note, Sphinx's "Note",
 # "Warning" and "See also" titles) opens the paragraph after it (`questions.labels_joined`).
+# 14: a heading that only names a part of the entry above it ("Symptom", "Cause", "Solution",
+# "Workaround" …) labels that part inside the entry's section (`questions.parts_as_labels`).
 # Markdown 1: fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Markdown 2: raw HTML read, not dropped (a `<details>` summary heads the answer after it,
 # a `<br>` breaks the line), FAQ questions as paragraphs head their answers (`questions`: "**How
 # do I …?**" over its answer, three to a page; "Q: …? A: …"); a hard line break no longer glues
-# two words. Markdown 3: a label paragraph opens the next one, as HTML 13.
+# two words. Markdown 3: a label paragraph opens the next one, as HTML 13. Markdown 4: part
+# headings label their parts, as HTML 14.
 # Plain text 1: a title underlined (or over- and underlined, reStructuredText) with any
 # repeated mark of = - ~ ^ * + # " ' ` : . _ is a heading (only = and - were, and any run of
 # them). Plain text 2 (`plain`): numbered titles, FAQ questions ("Q: …", a short line asking over
@@ -88,7 +91,7 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only at
 # sentence ends, for every format: that changed no PDF, Markdown or text passage of the demo, so
 # those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 13, PDF: 1, MARKDOWN: 3, PLAIN: 4}
+EXTRACTOR_VERSIONS = {HTML: 14, PDF: 1, MARKDOWN: 4, PLAIN: 4}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 

@@ -29,7 +29,7 @@ from knowledge.extraction.html_tree import (
     _push_children,
     _struck_remove,
 )
-from knowledge.extraction.questions import labels_joined, questions_as_headings
+from knowledge.extraction.questions import labels_joined, parts_as_labels, questions_as_headings
 
 _HTML_BLOCKS = {"p", "dt", "pre", "figcaption", "caption", "tr"}
 # Elements that hold inline text (then they are one block) or blocks of their own, which stay
@@ -390,7 +390,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     flush()
     if title and not has_h1:
         result.add(title, level=1)
-    entries = labels_joined(questions_as_headings(entries))
+    entries = labels_joined(parts_as_labels(questions_as_headings(entries)))
     for i, (text, level) in enumerate(entries):
         following = entries[i + 1][1] if i + 1 < len(entries) else 0
         if level > 0 and 0 < following <= level:

@@ -11,6 +11,13 @@ quote starts at its answer.
 A paragraph that only labels the next one ("Note:" in bold over a CUPS note, Sphinx's "Note"
 and "See also" box titles) opens that paragraph instead of standing alone (`labels_joined`):
 a chunk or quote that holds the note then says it is one, and no quote is the label alone.
+
+Troubleshooting pages and knowledge-base articles split each entry into parts under headings
+of their own ("Symptom", "Cause", "Solution"; "Problem", "Resolution", "Workaround"). Such a
+heading names a part of the entry above it, not a topic: as a section it cut the symptom the
+customer describes from the solution that answers it, and every entry's solution was a
+section called "Solution". It labels its part instead (`parts_as_labels`, then
+`labels_joined`): "Solution: Configure the registries.conf…" inside the entry's section.
 """
 
 from __future__ import annotations
@@ -37,6 +44,30 @@ _SPACES = re.compile(rf"[\s{_JOIN}]+")
 _LABEL = re.compile(
     r"(?:notes?|tip|hint|warning|important|caution|attention|danger|see also)\s*:?", re.I
 )
+# The parts of a troubleshooting or knowledge-base entry, as their headings name them.
+_PART = re.compile(
+    r"(?:symptoms?|(?:possible |root )?causes?|solutions?|resolution|workarounds?|"
+    r"fix|problem|issue|answer|explanation|diagnosis)\s*:?",
+    re.I,
+)
+
+
+def parts_as_labels(entries: list[tuple[str | None, int]]) -> list[tuple[str | None, int]]:
+    """Make a heading that only names a part of the entry above it ("Symptom", "Solution")
+    a label paragraph of that entry ("Solution:"), which `labels_joined` then joins to the
+    paragraph it labels. A part heading with no heading above it stays a heading. Entries as
+    in `questions_as_headings`."""
+    out: list[tuple[str | None, int]] = []
+    headed = False
+    for text, level in entries:
+        if text is not None and level > 0:
+            name = _SPACES.sub(" ", text).strip()
+            if headed and _PART.fullmatch(name):
+                out.append((f"{name.rstrip(':').rstrip()}:", 0))
+                continue
+            headed = True
+        out.append((text, level))
+    return out
 
 
 def labels_joined(entries: list[tuple[str | None, int]]) -> list[tuple[str | None, int]]:
@@ -49,7 +80,8 @@ def labels_joined(entries: list[tuple[str | None, int]]) -> list[tuple[str | Non
         text, level = entries[i]
         following = entries[i + 1] if i + 1 < len(entries) else (None, None)
         label = _SPACES.sub(" ", text).strip() if level == 0 and text else ""
-        if label and _LABEL.fullmatch(label) and following[1] == 0 and following[0]:
+        labels = label and (_LABEL.fullmatch(label) or _PART.fullmatch(label))
+        if labels and following[1] == 0 and following[0]:
             rest = following[0].lstrip(f" \n\t{_JOIN}")
             out.append((f"{label.rstrip(':').rstrip()}: {rest}", 0))
             i += 2

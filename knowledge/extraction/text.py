@@ -16,7 +16,7 @@ from markdown_it import MarkdownIt
 from knowledge.extraction.base import _JOIN, _SPACES, Extracted, Limits
 from knowledge.extraction.html import _extract_html
 from knowledge.extraction.html_tree import _below
-from knowledge.extraction.questions import labels_joined, questions_as_headings
+from knowledge.extraction.questions import labels_joined, parts_as_labels, questions_as_headings
 
 _md = MarkdownIt("commonmark").enable("table")
 _BREAK_TAGS = ("<br", "<BR")
@@ -53,7 +53,7 @@ def _extract_markdown(text: str, limits: Limits) -> Extracted:
             if not block.blocks:  # "<details><summary>…</summary>": the answer follows
                 entries.extend((s, _below(section)) for s in _summaries(token.content))
     result = Extracted(limits)
-    for content, level in labels_joined(questions_as_headings(entries)):
+    for content, level in labels_joined(parts_as_labels(questions_as_headings(entries))):
         if content is None:
             result.end_sections(level)
         else:

@@ -167,3 +167,77 @@ def test_a_markdown_note_label_opens_its_paragraph():
         "Note: Duplex needs a duplex unit.",
         "More text.",
     ]
+
+
+# A troubleshooting page (Podman's troubleshooting.md): each entry's parts under headings of
+# their own.
+TROUBLESHOOTING = b"""# Troubleshooting
+
+## Common issues
+
+### 1) Cannot pull images
+
+A pull fails with an odd error.
+
+#### Symptom
+
+```
+$ podman pull fedora
+error: no registries configured
+```
+
+#### Solution
+
+Create /etc/containers/registries.conf from the packaged default.
+
+### 2) Build hangs
+
+#### Cause:
+
+The user id is very large.
+
+#### Workaround
+
+Pass --log-rotate=false to useradd.
+"""
+
+
+def test_part_headings_of_a_troubleshooting_entry_label_their_parts_inside_the_entry():
+    result = extract(data=TROUBLESHOOTING, content_type=MARKDOWN)
+    assert [(b.level, b.text) for b in result.blocks] == [
+        (1, "Troubleshooting"),
+        (2, "Common issues"),
+        (3, "1) Cannot pull images"),
+        (0, "A pull fails with an odd error."),
+        (0, "Symptom:"),
+        (0, "$ podman pull fedora\nerror: no registries configured"),
+        (0, "Solution: Create /etc/containers/registries.conf from the packaged default."),
+        (3, "2) Build hangs"),
+        (0, "Cause: The user id is very large."),
+        (0, "Workaround: Pass --log-rotate=false to useradd."),
+    ]
+    # the symptom and its solution are one section: the entry's heading is over both
+    chunks = chunk_document(result)
+    solution = next(c for c in chunks if "registries.conf" in c.text)
+    assert solution.heading_path[-1] == "1) Cannot pull images"
+    assert "no registries configured" in solution.text
+
+
+def test_html_part_headings_label_their_parts_and_a_page_opening_on_one_keeps_it():
+    body = (
+        "<h2>Printer offline</h2><h3>Problem</h3><p>Jobs stay queued.</p>"
+        "<h3>Resolution</h3><p>Run cupsenable.</p><h3>Printing from phones</h3><p>Use IPP.</p>"
+    )
+    assert _blocks(body) == [
+        (1, "Page"),
+        (2, "Printer offline"),
+        (0, "Problem: Jobs stay queued."),
+        (0, "Resolution: Run cupsenable."),
+        (3, "Printing from phones"),
+        (0, "Use IPP."),
+    ]
+    # a part name that is all the page has above it is the page's heading, not a label
+    assert _blocks("<h1>Solution</h1><p>We sell printers.</p>")[:2] == [
+        (1, "Solution"),
+        (0, "We sell printers."),
+    ]
