@@ -70,7 +70,9 @@ async def test_slow_health_answers_must_repeat_three_times_to_mark_down(replay):
         breaker=CircuitBreaker(),
         healthy=True,
     )
-    replay.behaviour.health_delay_s = 0.4
+    # Far past the timeout: at 0.4 s a loaded CI machine once stalled the event loop long
+    # enough that a slow answer was read before its timeout fired (one success, count reset).
+    replay.behaviour.health_delay_s = 2.0
     try:
         await pool._poll_worker(ws)
         await pool._poll_worker(ws)
