@@ -25,8 +25,16 @@ every 5 s forever: a cancelled pump never ended, and a test's event-loop teardow
 shutdown) waited on it for good. So every Redis call of the layer (each pop, `send`, the group
 calls) raises a cancellation that arrived and was swallowed during it
 (`supportbot.cancellation.keeping_cancel`): a pump ends at most one blocking pop
-(`brpop_timeout`, 5 s) after its cancel. A message popped meanwhile stays in channels-redis'
-backup queue, which the next pop of the channel puts back first, so nothing is lost.
+(`brpop_timeout`, 5 s) after its cancel.
+
+A cancel never loses a popped message. channels-redis pops with BZPOPMIN and only then copies
+the message into the channel's backup queue: a cancel that lands while the server has popped
+but before the copy (redis-py drops the connection, the popped message with it; channels_redis
+issue #366) lost it, once in some thousand stops under load. Our pop (`_pop_into_backup`) is
+answered instead: on a cancel it has the server end the blocked pop at once (CLIENT UNBLOCK),
+reads the reply (no message, or the one just popped), backs that up, and only then stops. The
+next pop of the channel puts the backup back first, so the message reaches its consumer (or,
+at worst, twice: a cleaner cancelled with its event loop leaves a delivered one in the backup).
 """
 
 from __future__ import annotations
@@ -48,6 +56,28 @@ RETRY_S = 1.0
 # names are never reused); channels-redis expires undelivered messages after 60 s as well.
 IDLE_BUFFER_S = 120.0
 _ERRORS = (redis.RedisError, OSError)
+# Put a channel's backed-up messages (popped, not yet delivered) back in front of it, each with
+# its own score, so the channel stays in send order; the channel keeps its expiry.
+_RESTORE_BACKUP = """
+local kept = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+for i = 1, #kept, 2 do
+    redis.call('ZADD', KEYS[1], kept[i + 1], kept[i])
+end
+redis.call('DEL', KEYS[2])
+"""
+
+
+async def _backed_up(client, backup: str, reply) -> None:
+    """Copy a BZPOPMIN reply's member into the backup queue (nothing for no reply). ZADD is
+    idempotent: a copy a cancel interrupted is made again, then the cancel is raised."""
+    if not reply:
+        return
+    _, member, score = reply
+    try:
+        await client.zadd(backup, {member: float(score)})
+    except asyncio.CancelledError:
+        await client.zadd(backup, {member: float(score)})
+        raise
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):
@@ -132,10 +162,46 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             self._prune(now)
 
     async def _brpop_with_clean(self, index, channel, timeout):
-        """channels-redis' pop, which loops on an empty channel: a receiver (the pump) whose
-        cancellation redis-py swallowed stops here (see the module docstring); a popped member
-        waits in the backup queue."""
-        return await keeping_cancel(super()._brpop_with_clean(index, channel, timeout))
+        """Pop the channel's oldest message into its backup queue and return it (None after
+        `timeout` s), after putting back what earlier pops left there (popped, never
+        delivered). A receiver (the pump) whose cancellation redis-py swallowed stops here, and
+        a cancel at any moment loses nothing (see the module docstring)."""
+        client = self.connection(index)
+        backup = self._backup_channel_name(channel)
+        await keeping_cancel(client.eval(_RESTORE_BACKUP, 2, channel, backup))
+        return await keeping_cancel(self._pop_into_backup(client, channel, backup, timeout))
+
+    async def _pop_into_backup(self, client, channel: str, backup: str, timeout) -> bytes | None:
+        """BZPOPMIN on a connection of our own, so that a cancel can have the server answer
+        the blocked pop (CLIENT UNBLOCK) and the message it may already have popped is backed
+        up before the cancel is raised."""
+        pool = client.connection_pool
+        conn = await pool.get_connection()
+        settled = False  # no reply is left on its way to the connection
+        client_id = None
+        try:
+            # one write, one round trip: CLIENT ID is answered at once, then the pop blocks
+            await conn.send_packed_command(
+                conn.pack_commands([("CLIENT", "ID"), ("BZPOPMIN", channel, timeout)])
+            )
+            try:
+                client_id = await conn.read_response(disconnect_on_error=False)
+                reply = await conn.read_response(disconnect_on_error=False)
+            except asyncio.CancelledError:
+                if client_id is None:
+                    client_id = await conn.read_response(disconnect_on_error=False)
+                await client.client_unblock(client_id)  # the pop answers now, popped or not
+                reply = await conn.read_response(disconnect_on_error=False)
+                settled = True
+                await _backed_up(client, backup, reply)
+                raise
+            settled = True
+        finally:
+            if not settled:  # an error or a second cancel: a late reply must not reach the pool
+                await conn.disconnect(nowait=True)
+            await pool.release(conn)
+        await _backed_up(client, backup, reply)
+        return reply[1] if reply else None
 
     def _prune(self, now: float) -> None:
         """Drop the buffers of consumers that are gone (nobody waited on them for a while)."""

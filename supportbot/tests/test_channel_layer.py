@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import random
 import secrets
+import time
 
 import pytest
-import redis.asyncio
+import redis
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
@@ -42,7 +43,7 @@ def pop_lands_late(monkeypatch):
     """Every BZPOPMIN that pops a message returns it 0.2 s late, as on a loaded event loop:
     the message has left Redis, and whoever awaits the pop may be cancelled meanwhile."""
     popped = asyncio.Event()
-    real = redis.asyncio.Redis.bzpopmin
+    real = ResilientRedisChannelLayer._pop_into_backup
 
     async def late(self, *args, **kwargs):
         result = await real(self, *args, **kwargs)
@@ -51,7 +52,7 @@ def pop_lands_late(monkeypatch):
             await asyncio.sleep(0.2)
         return result
 
-    monkeypatch.setattr(redis.asyncio.Redis, "bzpopmin", late)
+    monkeypatch.setattr(ResilientRedisChannelLayer, "_pop_into_backup", late)
     return popped
 
 
@@ -68,6 +69,30 @@ async def test_a_consumer_cancelled_while_its_pop_is_in_flight_loses_no_other_me
     message = await asyncio.wait_for(staying_receive, 5)
     assert message == {"type": "answer.completed", "n": 1}
     assert leaving_receive.cancelled()
+
+
+async def test_a_pump_cancelled_after_redis_popped_its_message_loses_nothing(layer):
+    """The server has popped the message for the pump's blocked pop, and the reply sits
+    unread on its socket, when the pump is cancelled (its event loop ends). redis-py alone
+    drops the connection, and the popped message with it; the layer has the pop answered,
+    backs the message up, and the next pump delivers it."""
+    channel = await layer.new_channel()
+    first = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.2)  # the pump is blocked in its pop
+    pump = layer._pump_task
+    key = layer.prefix + layer.non_local_name(channel)
+    message = {"type": "answer.completed", "__asgi_channel__": channel}
+    # sent by a blocking client, so the loop does not run until the cancel: the server pops
+    # at once and its reply waits, unread, on the pump's socket
+    with redis.Redis.from_url(settings.REDIS_URL) as sender:
+        sender.zadd(key, {layer.serialize(message): time.time()})
+        time.sleep(0.1)  # noqa: ASYNC251
+    pump.cancel()
+    first.cancel()
+    await asyncio.wait({pump, first}, timeout=5)
+    assert pump.cancelled()
+    assert first.cancelled()
+    assert await asyncio.wait_for(layer.receive(channel), 5) == {"type": "answer.completed"}
 
 
 async def test_a_message_that_arrives_between_two_receives_waits_for_the_next(layer):
@@ -135,18 +160,18 @@ def test_a_pump_whose_cancellation_redis_py_swallowed_still_stops(monkeypatch):
     """Python 3.11's `asyncio.wait_for` (around each redis-py write) can return the finished
     write instead of raising the cancel; the pump then popped an idle channel forever."""
     made = _make_layer()
-    real = RedisChannelLayer._brpop_with_clean
+    real = ResilientRedisChannelLayer._pop_into_backup
     swallowed = []
 
-    async def swallowing(self, index, channel, timeout):
+    async def swallowing(self, *args):
         if not swallowed:
             try:
                 await asyncio.sleep(30)  # the write in flight when the cancel lands
             except asyncio.CancelledError:
                 swallowed.append(True)  # what wait_for does when the write had just finished
-        return await real(self, index, channel, timeout)
+        return await real(self, *args)
 
-    monkeypatch.setattr(RedisChannelLayer, "_brpop_with_clean", swallowing)
+    monkeypatch.setattr(ResilientRedisChannelLayer, "_pop_into_backup", swallowing)
 
     async def scenario() -> tuple[set[asyncio.Task], asyncio.Task]:
         receiving = asyncio.ensure_future(made.receive(await made.new_channel()))
