@@ -35,12 +35,16 @@ answered instead: on a cancel it has the server end the blocked pop at once (CLI
 reads the reply (no message, or the one just popped), backs that up, and only then stops. The
 next pop of the channel puts the backup back first, so the message reaches its consumer (or,
 at worst, twice: a cleaner cancelled with its event loop leaves a delivered one in the backup).
+Where the server refuses CLIENT (an ACL, some managed Redis) a cancel drops the connection as
+channels-redis does; and Redis failing during that answer never turns the cancel into an error
+the pump would retry after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 
@@ -65,6 +69,16 @@ for i = 1, #kept, 2 do
 end
 redis.call('DEL', KEYS[2])
 """
+
+
+async def _client_id(conn) -> int:
+    """The reply to CLIENT ID: the connection's id, or 0 where the server refuses CLIENT (an
+    ACL, a managed Redis). Without it a cancelled pop drops its connection, as channels-redis
+    does, and a message popped at that instant can be lost."""
+    try:
+        return await conn.read_response(disconnect_on_error=False)
+    except redis.ResponseError:
+        return 0
 
 
 async def _backed_up(client, backup: str, reply) -> None:
@@ -185,15 +199,19 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 conn.pack_commands([("CLIENT", "ID"), ("BZPOPMIN", channel, timeout)])
             )
             try:
-                client_id = await conn.read_response(disconnect_on_error=False)
+                client_id = await _client_id(conn)
                 reply = await conn.read_response(disconnect_on_error=False)
             except asyncio.CancelledError:
-                if client_id is None:
-                    client_id = await conn.read_response(disconnect_on_error=False)
-                await client.client_unblock(client_id)  # the pop answers now, popped or not
-                reply = await conn.read_response(disconnect_on_error=False)
-                settled = True
-                await _backed_up(client, backup, reply)
+                # Redis failing now saves nothing more, and must not turn the cancel into an
+                # error the pump would retry after: the cancel is raised whatever happens here.
+                with contextlib.suppress(*_ERRORS):
+                    if client_id is None:
+                        client_id = await _client_id(conn)
+                    if client_id:
+                        await client.client_unblock(client_id)  # it answers now, popped or not
+                        reply = await conn.read_response(disconnect_on_error=False)
+                        settled = True
+                        await _backed_up(client, backup, reply)
                 raise
             settled = True
         finally:

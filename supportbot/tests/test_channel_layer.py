@@ -11,6 +11,7 @@ import time
 
 import pytest
 import redis
+import redis.asyncio
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
@@ -93,6 +94,52 @@ async def test_a_pump_cancelled_after_redis_popped_its_message_loses_nothing(lay
     assert pump.cancelled()
     assert first.cancelled()
     assert await asyncio.wait_for(layer.receive(channel), 5) == {"type": "answer.completed"}
+
+
+async def test_a_pump_cancelled_while_redis_fails_to_unblock_it_still_stops(layer, monkeypatch):
+    """Redis failing while a cancelled pop is being answered saves nothing more, and the
+    cancel stays a cancel: an error there would be retried by the pump, which never ended."""
+
+    async def failing(self, *args, **kwargs):
+        raise redis.ConnectionError("Valkey went away")
+
+    monkeypatch.setattr(redis.asyncio.Redis, "client_unblock", failing)
+    receiving = asyncio.ensure_future(layer.receive(await layer.new_channel()))
+    await asyncio.sleep(0.2)  # the pump is blocked in its pop
+    pump = layer._pump_task
+    pending = await _stop({receiving, pump}, within=3)
+    assert not pending
+    assert pump.cancelled()
+
+
+async def test_a_server_that_refuses_client_commands_still_delivers_and_stops(layer):
+    """Managed Redis services and ACLs may refuse CLIENT: messages still arrive, and a
+    cancelled pump still stops (dropping its connection, as channels-redis does)."""
+    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]
+    user = f"no-client-{secrets.token_hex(4)}"
+    admin = redis.asyncio.Redis.from_url(config["address"])
+    await admin.execute_command(
+        "ACL", "SETUSER", user, "on", "nopass", "~*", "&*", "+@all", "-client"
+    )
+    try:
+        limited = ResilientRedisChannelLayer(
+            hosts=[{**config, "username": user}], prefix=f"test-layer-{secrets.token_hex(4)}"
+        )
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            await limited.connection(0).client_id()
+        channel = await limited.new_channel()
+        receiving = asyncio.ensure_future(limited.receive(channel))
+        await limited.send(channel, {"type": "answer.completed"})
+        assert await asyncio.wait_for(receiving, 5) == {"type": "answer.completed"}
+        waiting = asyncio.ensure_future(limited.receive(channel))
+        await asyncio.sleep(0.2)
+        pump = limited._pump_task
+        assert not await _stop({waiting, pump}, within=3)
+        assert pump.cancelled()
+        await limited.flush()
+    finally:
+        await admin.execute_command("ACL", "DELUSER", user)
+        await admin.aclose()
 
 
 async def test_a_message_that_arrives_between_two_receives_waits_for_the_next(layer):
