@@ -37,7 +37,8 @@ next pop of the channel puts the backup back first, so the message reaches its c
 at worst, twice: a cleaner cancelled with its event loop leaves a delivered one in the backup).
 Where the server refuses CLIENT (an ACL, some managed Redis) a cancel drops the connection as
 channels-redis does; and Redis failing during that answer never turns the cancel into an error
-the pump would retry after.
+the pump would retry after. A popped message is backed up before its connection goes back to
+the pool, and that return is shielded, so a cancel meeting a busy pool loses neither.
 """
 
 from __future__ import annotations
@@ -92,6 +93,14 @@ async def _backed_up(client, backup: str, reply) -> None:
     except asyncio.CancelledError:
         await client.zadd(backup, {member: float(score)})
         raise
+
+
+async def _returned(pool, conn, *, drop: bool) -> None:
+    """Give the pop's connection back to the pool, dropped first when a reply may still be on
+    its way (an error, or a second cancel) so that no later command reads it."""
+    if drop:
+        await conn.disconnect(nowait=True)
+    await pool.release(conn)
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):
@@ -214,11 +223,12 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                         await _backed_up(client, backup, reply)
                 raise
             settled = True
+            # backed up before the connection goes back: a cancel while the pool is busy (its
+            # lock taken) must not leave the popped message only in this task's hands
+            await _backed_up(client, backup, reply)
         finally:
-            if not settled:  # an error or a second cancel: a late reply must not reach the pool
-                await conn.disconnect(nowait=True)
-            await pool.release(conn)
-        await _backed_up(client, backup, reply)
+            # shielded: a cancel while the pool's lock is taken would leave it marked in use
+            await asyncio.shield(_returned(pool, conn, drop=not settled))
         return reply[1] if reply else None
 
     def _prune(self, now: float) -> None:

@@ -96,6 +96,35 @@ async def test_a_pump_cancelled_after_redis_popped_its_message_loses_nothing(lay
     assert await asyncio.wait_for(layer.receive(channel), 5) == {"type": "answer.completed"}
 
 
+async def test_a_pump_cancelled_while_the_pool_is_busy_keeps_its_message_and_connection(layer):
+    """The pop has its message, but the connection pool is busy (another task holds its lock)
+    when the pump is cancelled. The message is backed up and the connection returned once the
+    pool is free: before, the cancel left the message only in the ended task's hands and the
+    connection marked in use for good."""
+    channel = await layer.new_channel()
+    first = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.2)  # the pump is blocked in its pop
+    pump = layer._pump_task
+    pool = layer.connection(0).connection_pool
+    key = layer.prefix + layer.non_local_name(channel)
+    message = {"type": "answer.completed", "__asgi_channel__": channel}
+    async with pool._lock:  # a task taking or returning a connection at that moment
+        with redis.Redis.from_url(settings.REDIS_URL) as sender:
+            sender.zadd(key, {layer.serialize(message): time.time()})
+        await asyncio.sleep(0.2)  # the pop's reply is read; the pump now waits on the pool
+        pump.cancel()
+        first.cancel()
+        await asyncio.sleep(0.1)
+    await asyncio.wait({pump, first}, timeout=5)
+    assert pump.cancelled()
+    for _ in range(50):  # the shielded return finishes on its own
+        if not pool._in_use_connections:
+            break
+        await asyncio.sleep(0.02)
+    assert not pool._in_use_connections
+    assert await asyncio.wait_for(layer.receive(channel), 5) == {"type": "answer.completed"}
+
+
 async def test_a_pump_cancelled_while_redis_fails_to_unblock_it_still_stops(layer, monkeypatch):
     """Redis failing while a cancelled pop is being answered saves nothing more, and the
     cancel stays a cancel: an error there would be retried by the pump, which never ended."""
