@@ -35,6 +35,7 @@ DEVNANO = ROOT / "dev_nano_docs" / "eval_answers.json"
 DEVZSH = ROOT / "dev_zsh_faq" / "eval_answers.json"
 DEVCUPS = ROOT / "dev_cups_help" / "eval_answers.json"
 DEVPODMAN = ROOT / "dev_podman_docs" / "eval_answers.json"
+DEVPRIVOXY = ROOT / "dev_privoxy_docs" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -109,6 +110,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         DEVZSH,
         DEVCUPS,
         DEVPODMAN,
+        DEVPRIVOXY,
     ],
     ids=[
         "python-faq",
@@ -124,6 +126,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-zsh",
         "dev-cups",
         "dev-podman",
+        "dev-privoxy",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):

@@ -41,6 +41,9 @@ CORPORA = {
     # Podman docs in Markdown: a troubleshooting list (### N) entries, Symptom/Solution, fences)
     # + the rootless tutorial (#-#### headings, lists, config-file code blocks).
     "dev-podman": Path(settings.BASE_DIR) / "demo" / "dev_podman_docs" / "eval_answers.json",
+    # Privoxy FAQ + two user-manual chapters: DocBook DSSSL HTML 4.01 (upper-case tags, H1/H3
+    # entries, Prev/Next tables, <pre> inside one-cell layout tables, a CALS table).
+    "dev-privoxy": Path(settings.BASE_DIR) / "demo" / "dev_privoxy_docs" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
