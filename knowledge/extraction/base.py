@@ -67,6 +67,12 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # "Warning" and "See also" titles) opens the paragraph after it (`questions.labels_joined`).
 # 14: a heading that only names a part of the entry above it ("Symptom", "Cause", "Solution",
 # "Workaround" …) labels that part inside the entry's section (`questions.parts_as_labels`).
+# 15: class names read in any case (old DocBook stylesheets write CLASS="NAVHEADER": the
+# navigation bars were kept), a table of one cell read as the blocks it holds (DocBook's grey
+# box around a listing: the listing was one run-on line), and a list item that opens with a
+# paragraph of only an emphasised term labels the paragraph after it ("--no-daemon: Don't …").
+# 16: a table row whose leading cells are blank takes them from the row above (a table grouping
+# its rows names the group once: "| 3.0.32 | Windows XP" read "Windows | 3.0.32 | Windows XP").
 # Markdown 1: fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Markdown 2: raw HTML read, not dropped (a `<details>` summary heads the answer after it,
 # a `<br>` breaks the line), FAQ questions as paragraphs head their answers (`questions`: "**How
@@ -91,7 +97,7 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only at
 # sentence ends, for every format: that changed no PDF, Markdown or text passage of the demo, so
 # those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 14, PDF: 1, MARKDOWN: 4, PLAIN: 4}
+EXTRACTOR_VERSIONS = {HTML: 16, PDF: 1, MARKDOWN: 4, PLAIN: 4}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 

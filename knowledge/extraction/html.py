@@ -28,6 +28,7 @@ from knowledge.extraction.html_tree import (
     _plain_text,
     _push_children,
     _struck_remove,
+    classes,
 )
 from knowledge.extraction.questions import labels_joined, parts_as_labels, questions_as_headings
 
@@ -103,6 +104,53 @@ def _term_labels(dl, limits: Limits) -> dict:
                 labels.update(dict.fromkeys(run))
         run = []
     return labels
+
+
+# Inline elements a list item's term is set in (DocBook wraps <i> in a <span>).
+_TERM_INLINE = {"em", "i", "b", "strong", "code", "tt", "kbd", "samp", "var", "span"}
+
+
+def _item_term(li, limits: Limits):
+    """(paragraph, label) when a list item opens with a paragraph of nothing but one short
+    emphasised term over the paragraph that explains it (an option list written as a list:
+    <li><p><em>--no-daemon</em></p><p>Don't become a daemon…</p></li>); None otherwise."""
+    kids = [c for c in li if isinstance(c.tag, str) and not _html_dropped(c)]
+    if len(kids) < 2 or kids[0].tag != "p" or kids[1].tag != "p" or (li.text or "").strip():
+        return None
+    first = kids[0]
+    inner = [c for c in first if isinstance(c.tag, str)]
+    if len(inner) != 1 or inner[0].tag not in _TERM_INLINE:
+        return None
+    if (first.text or "").strip() or (inner[0].tail or "").strip():
+        return None
+    text = _plain_text(first, limits)
+    if not text or len(text) > TERM_ALIAS_MAX_CHARS:
+        return None
+    return first, text if _ENDS_PHRASE.search(text) else text + ":"
+
+
+def _box_cell(table):
+    """The cell of a table that is only a box around its content (one row of one cell: the
+    grey frame old DocBook stylesheets put around code, a layout frame), to be read as the
+    blocks it holds; None for a table of data."""
+    rows = [c for c in table if c.tag == "tr"]
+    rows += [r for c in table if c.tag in ("thead", "tbody", "tfoot") for r in c if r.tag == "tr"]
+    if len(rows) != 1:
+        return None
+    cells = [c for c in rows[0] if isinstance(c.tag, str) and c.tag in ("td", "th")]
+    return cells[0] if len(cells) == 1 and cells[0].tag == "td" else None
+
+
+def _ditto(texts: list[str], above: list[str] | None) -> list[str]:
+    """A row's cells with its empty leading cells taken from the row above: a table that
+    groups rows leaves the group's name blank after its first row ("| 3.0.32 | Windows XP"
+    under "Windows | 3.0.33 | Windows Vista"), and a row quoted alone must still name it."""
+    if not above or len(above) != len(texts) or not texts or texts[0]:
+        return texts
+    lead = next((i for i, t in enumerate(texts) if t), len(texts))
+    if lead == len(texts) or not above[0]:
+        return texts
+    return above[:lead] + texts[lead:]
 
 
 def _dl_is_sections(dl, limits: Limits) -> bool:
@@ -184,7 +232,7 @@ def _blocks(element) -> int:
 
 def _admonition_title(div):
     """The heading that titles an admonition box, or None."""
-    if _ADMONITIONS.isdisjoint((div.get("class") or "").split()):
+    if _ADMONITIONS.isdisjoint(classes(div)):
         return None
     first = next((c for c in div if isinstance(c.tag, str)), None)
     return first if first is not None and first.tag in _HTML_HEADINGS else None
@@ -199,7 +247,7 @@ def _callout_labels(ol, limits: Limits) -> dict:
     --no-merged master — ", so an explanation reads with its command. Only the list that
     opens its <div> reads the listing before it: each listing is read once more at most."""
     parent = ol.getparent()
-    if parent is None or "colist" not in (parent.get("class") or "").split():
+    if parent is None or "colist" not in classes(parent):
         return {}
     if next((c for c in parent if isinstance(c.tag, str)), None) is not ol:
         return {}
@@ -261,6 +309,7 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
     section = 0  # the level of the section being read
     headed = 0  # the level of the last heading element or list term (not a bold question)
     questions_of: dict = {}  # parent element -> are its bold paragraphs a list of questions
+    rows_above: dict = {}  # table body -> the cell texts of its last row read
 
     def add(text: str, level: int) -> None:
         nonlocal label
@@ -333,7 +382,17 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
         elif name in _HTML_FLOW and _blocks(item):
             flush()
             stack.append(flush_marker)
-            _push_children(stack, item)
+            term = _item_term(item, limits) if name == "li" else None
+            if term is not None:  # the term opens the paragraph that explains it
+                _push_children(
+                    stack, item, lambda c, t=term: [_Label(t[1] + " ")] if c is t[0] else [c]
+                )
+            else:
+                _push_children(stack, item)
+        elif name == "table" and (cell := _box_cell(item)) is not None:
+            flush()
+            stack.append(flush_marker)
+            _push_children(stack, cell)
         elif name in _HTML_BLOCKS or name in _HTML_FLOW:
             has_h1 = has_h1 or any(True for _ in item.iter("h1"))
             flush()
@@ -341,6 +400,9 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
             texts = [_plain_text(c, limits) for c in cells]
             if cells and not any(texts):
                 continue  # a row of empty cells (layout tables of navigation bars)
+            if cells:
+                texts = _ditto(texts, rows_above.get(item.getparent()))
+                rows_above[item.getparent()] = texts
             text = " | ".join(texts) if cells else _html_text(item, limits)
             add(text, -1 if name == "pre" else 0)
         elif name == "br":

@@ -100,7 +100,7 @@ def _footnote_mark(link) -> bool:
         return False
     if link.get("role") in _FOOTNOTE_ROLES or any(a in link.attrib for a in _FOOTNOTE_DATA):
         return True
-    if not _FOOTNOTE_CLASSES.isdisjoint((link.get("class") or "").split()):
+    if not _FOOTNOTE_CLASSES.isdisjoint(classes(link)):
         return True
     parent = link.getparent()
     return (parent is not None and parent.tag == "sup") or any(c.tag == "sup" for c in link)
@@ -159,6 +159,12 @@ _DROP_ROLES = {"navigation", "banner", "contentinfo", "search"}
 _HTML_CHECK_EVERY = 4096  # elements between deadline checks
 
 
+def classes(element) -> set[str]:
+    """The element's class tokens, lower-cased: pages written in upper case (old DocBook
+    stylesheets: CLASS="NAVHEADER", CLASS="NOTE") name the same things."""
+    return set((element.get("class") or "").lower().split())
+
+
 def _html_dropped(element) -> bool:
     """Whether an element is page chrome (or not an element: comments, instructions)."""
     tag = element.tag
@@ -172,7 +178,7 @@ def _html_dropped(element) -> bool:
         return False
     if tag == "a" and len(element) == 0 and (element.text or "").strip() in _PERMALINK_TEXT:
         return True
-    marker = f"{element.get('class') or ''} {element.get('id') or ''}"
+    marker = f"{element.get('class') or ''} {element.get('id') or ''}".lower()
     if not marker.strip():
         return False
     tokens = set(marker.split())

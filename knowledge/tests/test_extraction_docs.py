@@ -713,3 +713,95 @@ def test_struck_out_text_is_dropped_unless_it_is_all_of_its_block():
         (2, "B1. Make dies on FreeBSD."),
         (0, "Fixed in 6.3.0."),
     ]
+
+
+# Old DocBook stylesheets ("Modular DocBook HTML Stylesheet", Privoxy's FAQ) write upper case.
+OLD_DOCBOOK = b"""<HTML><HEAD><TITLE>Troubleshooting</TITLE></HEAD><BODY CLASS="SECT1">
+<DIV CLASS="NAVHEADER"><TABLE SUMMARY="Header navigation table" WIDTH="100%" BORDER="0">
+<TR><TH COLSPAN="3" ALIGN="center">Privoxy Frequently Asked Questions</TH></TR>
+<TR><TD ALIGN="left"><A HREF="misc.html">Prev</A></TD><TD></TD>
+<TD ALIGN="right"><A HREF="contact.html">Next</A></TD></TR></TABLE><HR></DIV>
+<DIV CLASS="SECT1"><H1 CLASS="SECT1">5. Troubleshooting</H1>
+<DIV CLASS="SECT2"><H3 CLASS="SECT2">5.9. How do I fix the permissions on Windows?</H3>
+<P>Start an editor as administrator:</P>
+<TABLE BORDER="0" BGCOLOR="#E0E0E0" WIDTH="100%"><TR><TD><PRE CLASS="SCREEN">
+  runas /user:administrator "notepad config.txt"
+  icacls config.txt /grant Users:M</PRE></TD></TR></TABLE>
+<P>Then restart Privoxy.</P>
+<DIV CLASS="NOTE"><BLOCKQUOTE CLASS="NOTE"><P><B>Note: </B>This only applies to Windows.</P>
+</BLOCKQUOTE></DIV>
+<TABLE BORDER="1"><TR><TH>Version</TH><TH>Platform</TH></TR>
+<TR><TD>3.0.32</TD><TD>Windows XP</TD></TR></TABLE></DIV></DIV>
+<DIV CLASS="NAVFOOTER"><HR><TABLE WIDTH="100%"><TR><TD><A HREF="misc.html">Prev</A></TD>
+<TD><A HREF="index.html">Home</A></TD><TD><A HREF="contact.html">Next</A></TD></TR>
+<TR><TD>Miscellaneous</TD><TD>&nbsp;</TD><TD>Contacting the developers</TD></TR></TABLE>
+</DIV></BODY></HTML>"""
+
+
+def test_upper_case_docbook_drops_its_navigation_and_keeps_a_boxed_listing_as_lines():
+    """CLASS="NAVHEADER" is the navigation bar whatever its case (the book title and "Prev |
+    Next" opened every page), and a one-cell table around a listing is a box, not a row: the
+    listing keeps its lines (it was one run-on paragraph). A table of data stays rows."""
+    result = extract(data=OLD_DOCBOOK, content_type=HTML)
+    assert result.text.startswith("5. Troubleshooting\n\n5.9. How do I fix")
+    assert "Prev" not in result.text
+    assert "Contacting the developers" not in result.text
+    assert (
+        'runas /user:administrator "notepad config.txt"\nicacls config.txt /grant Users:M'
+        in result.text
+    )
+    texts = [b.text for b in result.blocks]
+    assert "Then restart Privoxy." in texts
+    assert "Note: This only applies to Windows." in texts
+    assert "3.0.32 | Windows XP" in texts
+
+
+def test_a_list_item_whose_first_paragraph_is_only_a_term_labels_its_explanation():
+    """DocBook's command-line options: each option in an emphasised paragraph of its own over
+    the paragraph explaining it. The option opens its explanation, so a quote of the
+    explanation names the option. A first paragraph that says something stays a paragraph."""
+    result = extract(
+        data=_html(
+            "<h1>Command line options</h1><ul>"
+            '<li><p><span class="emphasis"><i>--no-daemon</i></span>\n</p>'
+            "<p>Don't become a daemon, i.e. don't fork. Unix only.</p></li>"
+            "<li><p><b>--chroot</b></p><p>Chroot to the user's home directory.</p>"
+            "<p>Needs --user.</p></li>"
+            "<li><p>Use <code>--help</code> for more.</p><p>Unix only.</p></li>"
+            "<li><p><code>configfile</code> is read from the current directory.</p>"
+            "<p>On Windows: config.txt.</p></li></ul>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks if not b.level] == [
+        "--no-daemon: Don't become a daemon, i.e. don't fork. Unix only.",
+        "--chroot: Chroot to the user's home directory.",
+        "Needs --user.",
+        "Use --help for more.",
+        "Unix only.",
+        "configfile is read from the current directory.",
+        "On Windows: config.txt.",
+    ]
+
+
+def test_a_table_row_that_leaves_its_group_blank_names_the_group_of_the_row_above():
+    result = extract(
+        data=_html(
+            "<h1>Support</h1><table><tr><th>OS</th><th>Release</th><th>Earliest</th></tr>"
+            "<tr><td>Windows</td><td>3.0.33</td><td>Vista</td></tr>"
+            "<tr><td></td><td>3.0.32</td><td>XP</td></tr>"
+            "<tr><td>macOS</td><td></td><td>Snow Leopard</td></tr>"
+            "<tr><td></td><td></td><td>Tiger</td></tr></table>"
+            "<table><tr><td>a</td><td>b</td></tr><tr><td></td><td>c</td><td>d</td></tr></table>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks if not b.level] == [
+        "OS | Release | Earliest",
+        "Windows | 3.0.33 | Vista",
+        "Windows | 3.0.32 | XP",
+        "macOS | | Snow Leopard",
+        "macOS | | Tiger",
+        "a | b",
+        "| c | d",
+    ]
