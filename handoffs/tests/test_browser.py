@@ -1,5 +1,7 @@
 """Customer and agent in two browser contexts on the make-run stack: a clean, live handoff."""
 
+import re
+
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -67,6 +69,62 @@ def test_customer_asks_for_a_human_agent_claims_replies_and_gives_back(live_stac
         "SELECT state FROM handoffs_handoff WHERE conversation_id = %s", (conversation_id,)
     )
     assert states == [("returned_to_bot",)]
+    agent_ctx.close()
+    customer_ctx.close()
+    assert csp.violations == []
+
+
+def test_a_message_that_arrives_while_the_console_reloads_stays_on_the_transcript(
+    live_stack, browser, csp
+):
+    """The console reloads the open handoff on every queue event. A reload fetched before the
+    customer's next message was saved, and rendered after that message arrived live, used to
+    take it off the agent's transcript (CI saw the agent miss "standard shipping"). The
+    reload is held here until the message has arrived."""
+    customer_ctx = browser.new_context()
+    customer = csp.watch(customer_ctx.new_page())
+    customer.goto(f"{live_stack.url}/chat/acme/")
+    customer.wait_for_selector("#status:has-text('Online')", timeout=20000)
+    customer.click("#human")
+    customer.wait_for_selector("#notice:has-text('person from our team')", timeout=30000)
+    handoff_id = live_stack.sql("SELECT max(id) FROM handoffs_handoff")[0][0]
+
+    agent_ctx = browser.new_context()
+    agent = csp.watch(agent_ctx.new_page())
+    agent.goto(f"{live_stack.url}/console/login/")
+    agent.fill("input[name=username]", "agent")
+    agent.fill("input[name=password]", live_stack.logins()["agent"])
+    agent.click("button[type=submit]")
+    agent.wait_for_url("**/console/")
+    agent.goto(f"{live_stack.url}/console/handoffs/{handoff_id}/")
+    agent.wait_for_selector("#claim")
+    agent.click("#claim")
+    customer.wait_for_selector("#status:has-text('Chatting with our team')", timeout=10000)
+
+    held = []
+    reload = re.compile(rf"/console/api/handoffs/{handoff_id}\?")
+    agent.route(reload, lambda route: held.append((route, route.fetch())))
+    agent.fill("#note-text", "checking the courier")
+    agent.click("#note-add")
+    for _ in range(100):  # the note's reload is fetched (before the message) and held
+        if held:
+            break
+        agent.wait_for_timeout(50)
+    agent.wait_for_timeout(300)  # both reloads (the note's and its event's) are in
+    stale = list(held)
+    assert stale
+
+    customer.fill("#input", "Any news on the courier for my parcel?")
+    customer.click("#send")
+    agent.wait_for_selector("#transcript:has-text('courier for my parcel')", timeout=10000)
+    for route, response in stale:  # the reloads fetched before the message render after it
+        route.fulfill(response=response)
+    agent.wait_for_selector("#notes:has-text('checking the courier')", timeout=10000)
+    agent.wait_for_timeout(200)
+    assert agent.locator("#transcript", has_text="courier for my parcel").count() == 1
+    agent.unroute(reload)
+    for route, response in held[len(stale) :]:
+        route.fulfill(response=response)
     agent_ctx.close()
     customer_ctx.close()
     assert csp.violations == []

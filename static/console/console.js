@@ -13,6 +13,9 @@
   const detail = document.getElementById("detail");
   let current = Number(root.dataset.handoff) || null;
   let currentData = null;
+  // Messages of the open handoff that arrived live: a detail fetched before one of them was
+  // saved, and rendered after it arrived, must not take it off the transcript.
+  let liveMessages = new Map();
   let ws = null;
   let retry = 0;
 
@@ -104,6 +107,7 @@
   }
 
   async function select(id) {
+    if (id !== current) liveMessages = new Map();
     current = id;
     history.replaceState(null, "", `/console/handoffs/${id}/?tenant=${encodeURIComponent(tenant)}`);
     queueEl.querySelectorAll(".queue-item").forEach((n) =>
@@ -133,7 +137,12 @@
 
   async function renderDetail() {
     if (!current) return;
-    const d = await api(`handoffs/${current}`);
+    const id = current;
+    const d = await api(`handoffs/${id}`);
+    if (id !== current) return;  // the agent opened another handoff meanwhile
+    const saved = new Set(d.messages.map((m) => m.id));
+    for (const key of [...liveMessages.keys()]) if (saved.has(key)) liveMessages.delete(key);
+    const messages = [...d.messages, ...[...liveMessages.values()].sort((a, b) => a.id - b.id)];
     // Keep what the agent is typing (and where) across re-renders.
     const drafts = {};
     for (const id of ["reply-text", "note-text"]) {
@@ -197,7 +206,7 @@
         el("li", {}, el("a", { href: a.url }, `${a.tool} ${JSON.stringify(a.arguments)}`),
           ` — ${a.state.replace("_", " ")}`))) : null,
       el("h3", {}, "Transcript"),
-      el("div", { class: "transcript", id: "transcript" }, ...d.messages.map(renderMessage)),
+      el("div", { class: "transcript", id: "transcript" }, ...messages.map(renderMessage)),
       el("div", { class: "reply" }, canned, replyBox, el("div", { class: "row" }, sendBtn)),
       el("h3", {}, "Internal notes"),
       el("div", { class: "notes", id: "notes" },
@@ -230,6 +239,8 @@
         const box = document.getElementById("transcript");
         const live = box && box.querySelector(`[data-live-id="${ev.message.id}"]`);
         if (live) live.remove();  // the streamed answer is replaced by the saved message
+        const mine = !currentData || currentData.handoff.conversation_id === ev.message.conversation_id;
+        if (mine && ev.message.state !== "streaming") liveMessages.set(ev.message.id, ev.message);
         if (box && !box.querySelector(`[data-id="${ev.message.id}"]`) && ev.message.state !== "streaming") {
           box.append(renderMessage(ev.message));
         }
