@@ -479,6 +479,9 @@ async def test_chat_socket_events_with_bs_ids_reach_nothing_of_b(foreign):
     assert await database_sync_to_async(_snapshot)(foreign) == before
 
 
+_OWN_PRESENCE = {"type": "queue.changed", "event": "presence", "handoff_id": None}
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_console_socket_of_a_cannot_view_bs_handoff(foreign):
     client = Client()
@@ -502,12 +505,17 @@ async def test_console_socket_of_a_cannot_view_bs_handoff(foreign):
     await comm.send_json_to({"type": "presence.ping"})
     while (event := await comm.receive_json_from(timeout=20))["type"] != "pong":
         seen.append(event)
-    # B's conversation speaks; A's console must not hear it.
+    # B's conversation speaks; A's console must not hear it. What A may still hear is its own
+    # queue: the presence its connect announced comes through the channel layer, and on a
+    # loaded machine after the pong (CI saw it arrive during the wait).
     await events.publish(
         foreign.ids["conversation_id"],
         {"type": "conversation.owner", "owner": f"human {MARK}"},
     )
-    assert await comm.receive_nothing(timeout=1.5)
+    heard = []
+    while not await comm.receive_nothing(timeout=1.5):
+        heard.append(await comm.receive_json_from())
+    assert [e for e in heard if e != _OWN_PRESENCE] == []
     assert MARK not in repr(seen)
     await comm.disconnect()
 
