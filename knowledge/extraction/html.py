@@ -137,7 +137,7 @@ def _box_cell(table):
     rows += [r for c in table if c.tag in ("thead", "tbody", "tfoot") for r in c if r.tag == "tr"]
     if len(rows) != 1:
         return None
-    cells = [c for c in rows[0] if isinstance(c.tag, str) and c.tag in ("td", "th")]
+    cells = _html_cells(rows[0])
     return cells[0] if len(cells) == 1 and cells[0].tag == "td" else None
 
 
