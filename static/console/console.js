@@ -137,9 +137,9 @@
 
   async function renderDetail() {
     if (!current) return;
-    const id = current;
-    const d = await api(`handoffs/${id}`);
-    if (id !== current) return;  // the agent opened another handoff meanwhile
+    const opened = current;
+    const d = await api(`handoffs/${opened}`);
+    if (opened !== current) return;  // the agent opened another handoff meanwhile
     const saved = new Set(d.messages.map((m) => m.id));
     for (const key of [...liveMessages.keys()]) if (saved.has(key)) liveMessages.delete(key);
     const messages = [...d.messages, ...[...liveMessages.values()].sort((a, b) => a.id - b.id)];
@@ -239,9 +239,10 @@
         const box = document.getElementById("transcript");
         const live = box && box.querySelector(`[data-live-id="${ev.message.id}"]`);
         if (live) live.remove();  // the streamed answer is replaced by the saved message
+        const done = ev.message.state !== "streaming";
         const mine = !currentData || currentData.handoff.conversation_id === ev.message.conversation_id;
-        if (mine && ev.message.state !== "streaming") liveMessages.set(ev.message.id, ev.message);
-        if (box && !box.querySelector(`[data-id="${ev.message.id}"]`) && ev.message.state !== "streaming") {
+        if (mine && done) liveMessages.set(ev.message.id, ev.message);
+        if (box && !box.querySelector(`[data-id="${ev.message.id}"]`) && done) {
           box.append(renderMessage(ev.message));
         }
       } else if (ev.type === "answer.delta" || ev.type === "answer.revised") {
