@@ -8,7 +8,8 @@ An eval file is one JSON object:
   questions become in-scope cases (their optional `key_facts` included);
 - `cases`: one object per case. A single-turn case has `q` and `expect` ("answer" or
   "decline"); a multi-turn case has `turns` (a list of `{"q": ...}`), scored on its last turn,
-  whose labels sit on that last turn. Labels: `document` (expected cited title), `key_facts`
+  whose labels sit on that last turn. Labels: `document` (expected cited title; a list when
+  several documents say the same, any of them is the right source), `key_facts`
   (any-of phrases the reply text must contain), `must_contain` (all-of), `must_not_contain`,
   `category` ("in_scope", "tricky", "follow_up", "out"; defaults from `expect`).
 """
@@ -28,7 +29,8 @@ EXPECTS = ("answer", "decline")
 class Case:
     question: str
     expect: str  # "answer" | "decline"
-    document: str | None = None
+    document: str | None = None  # the first of `documents`
+    documents: list[str] = field(default_factory=list)  # any-of: the right sources
     heading: str | None = None
     must_contain: list[str] = field(default_factory=list)
     must_not_contain: list[str] = field(default_factory=list)
@@ -36,6 +38,10 @@ class Case:
     key_facts: list[str] = field(default_factory=list)  # any-of; empty: not scored on facts
     before: list[str] = field(default_factory=list)  # earlier turns of the same conversation
     segments: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.document and not self.documents:
+            self.documents = [self.document]
 
     @property
     def follow_up(self) -> bool:
@@ -78,10 +84,18 @@ def _case(raw: dict, where: str) -> Case:
     if expect not in EXPECTS:
         raise ApplicationError(f"{where}: 'expect' must be one of {EXPECTS}.")
     default_category = ("follow_up" if before else "in_scope") if expect == "answer" else "out"
+    documents = labels.get("document")
+    if isinstance(documents, str):
+        documents = [documents]
+    elif documents is None:
+        documents = []
+    elif not documents or not all(isinstance(d, str) and d.strip() for d in documents):
+        raise ApplicationError(f"{where}: 'document' must be a title or a list of titles.")
     return Case(
         question=question,
         expect=expect,
-        document=labels.get("document"),
+        document=documents[0] if documents else None,
+        documents=list(documents),
         heading=labels.get("heading"),
         must_contain=_strings(labels, "must_contain", where),
         must_not_contain=_strings(labels, "must_not_contain", where),

@@ -54,7 +54,7 @@ class CaseResult:
             "before": self.case.before,
             "expect": self.case.expect,
             "category": self.case.category,
-            "document": self.case.document,
+            "document": self.case.documents if len(self.case.documents) > 1 else self.case.document,
             "key_facts": self.case.key_facts,
             "kind": self.kind,
             "text": self.text,
@@ -111,7 +111,7 @@ def _score(case: Case, reply: Message) -> tuple[bool, bool, bool | None, str]:
     answered = reply.kind in ANSWER_KINDS or (
         reply.kind == Message.Kind.CLARIFY and bool(reply.citations)
     )
-    right_source = answered and (case.document is None or case.document in titles)
+    right_source = answered and (not case.documents or not set(titles).isdisjoint(case.documents))
     key_fact = (answered and key_fact_found(reply.text, case.key_facts)) if case.key_facts else None
     text = normalize(reply.text)
     missing = [m for m in case.must_contain if normalize(m) not in text]

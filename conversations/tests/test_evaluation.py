@@ -134,9 +134,10 @@ def test_every_key_fact_can_be_found_in_its_labelled_document(path):
     eval_set = eval_set_load(path)
     texts = _document_texts(eval_set.corpus)
     unreachable = [
-        (c.question, c.document)
+        (c.question, document)
         for c in eval_set.cases
-        if c.key_facts and not key_fact_found(texts[c.document], c.key_facts)
+        for document in c.documents
+        if c.key_facts and not key_fact_found(texts[document], c.key_facts)
     ]
     assert unreachable == []
 
@@ -181,6 +182,30 @@ def test_a_declined_or_wrongly_sourced_reply_never_scores_a_key_fact():
     wrong = _score(case, reply(text="Use os.remove(filename).", titles=["Programming"]))
     assert wrong[1] is False
     assert wrong[2] is True
+
+
+def test_a_case_that_two_documents_answer_takes_either_as_the_right_source(tmp_path):
+    path = tmp_path / "eval.json"
+    path.write_text(
+        json.dumps(
+            {
+                "tenant": "t",
+                "cases": [
+                    {
+                        "q": "how do I lock my database",
+                        "expect": "answer",
+                        "document": ["Getting Started", "User Guide"],
+                        "key_facts": ["Ctrl + L"],
+                    }
+                ],
+            }
+        )
+    )
+    (case,) = eval_set_load(path).cases
+    assert case.document == "Getting Started"
+    for title in ("Getting Started", "User Guide"):
+        assert _score(case, reply(text="Press Ctrl + L.", titles=[title]))[1] is True
+    assert _score(case, reply(text="Press Ctrl + L.", titles=["Release Notes"]))[1] is False
 
 
 def test_an_out_of_scope_case_passes_only_when_declined():
@@ -267,6 +292,8 @@ def test_a_quote_running_on_into_its_section_counts_as_supported_and_an_invented
         ('{"tenant": "t", "cases": [{"turns": [{"q": "only one"}]}]}', "at least two turns"),
         ('{"tenant": "t", "cases": [{"q": "hi", "expect": "answer", "key_facts": "x"}]}', "list"),
         ('{"tenant": "t", "cases": [{"q": "  ", "expect": "answer"}]}', "non-empty"),
+        ('{"tenant": "t", "cases": [{"q": "hi", "expect": "answer", "document": []}]}', "titles"),
+        ('{"tenant": "t", "cases": [{"q": "hi", "expect": "answer", "document": [1]}]}', "titles"),
     ],
 )
 def test_a_bad_eval_file_is_refused_naming_the_problem(tmp_path, content, message):
