@@ -36,6 +36,7 @@ DEVZSH = ROOT / "dev_zsh_faq" / "eval_answers.json"
 DEVCUPS = ROOT / "dev_cups_help" / "eval_answers.json"
 DEVPODMAN = ROOT / "dev_podman_docs" / "eval_answers.json"
 DEVPRIVOXY = ROOT / "dev_privoxy_docs" / "eval_answers.json"
+DEVKEEPASSXC = ROOT / "dev_keepassxc_docs" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -111,6 +112,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         DEVCUPS,
         DEVPODMAN,
         DEVPRIVOXY,
+        DEVKEEPASSXC,
     ],
     ids=[
         "python-faq",
@@ -127,6 +129,7 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-cups",
         "dev-podman",
         "dev-privoxy",
+        "dev-keepassxc",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):

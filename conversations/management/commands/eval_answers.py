@@ -44,6 +44,9 @@ CORPORA = {
     # Privoxy FAQ + two user-manual chapters: DocBook DSSSL HTML 4.01 (upper-case tags, H1/H3
     # entries, Prev/Next tables, <pre> inside one-cell layout tables, a CALS table).
     "dev-privoxy": Path(settings.BASE_DIR) / "demo" / "dev_privoxy_docs" / "eval_answers.json",
+    # KeePassXC Getting Started Guide + User Guide: Asciidoctor HTML, 2.2 and 4.7 MB (base64
+    # screenshots), admonitions as icon-cell tables; the user guide repeats most of the guide.
+    "dev-keepassxc": Path(settings.BASE_DIR) / "demo" / "dev_keepassxc_docs" / "eval_answers.json",
     "python-faq": Path(settings.BASE_DIR) / "demo" / "python_faq" / "eval_answers.json",
 }
 
