@@ -2,9 +2,12 @@
 
 One route: the customer's tabs and the agents watching a conversation are members of
 `conversation_group(id)` and receive each event once, as a group message
-`{"type": "conversation.event", "event": <the protocol event>, "origin": <channel or None>}`.
+`{"type": "conversation.event", "event": <the protocol event>, "origin": <channel or None>,
+"conversation_id": <id>}`.
 `origin` names the connection that caused the event, so that connection can skip an echo of
-its own message (it already got `message.accepted`). Group names and the builders of every
+its own message (it already got `message.accepted`); `conversation_id` lets a connection that
+watches one conversation at a time (the agents' console) drop what is still in flight from the
+one it left. Group names and the builders of every
 event of `docs/chat-protocol.md` live here.
 """
 
@@ -101,8 +104,15 @@ def owner_changed(*, owner: str, version: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- delivery
 
 
-def _group_message(event: dict[str, Any], origin: str | None) -> dict[str, Any]:
-    return {"type": GROUP_MESSAGE_TYPE, "event": event, "origin": origin}
+def _group_message(
+    event: dict[str, Any], origin: str | None, conversation_id: int
+) -> dict[str, Any]:
+    return {
+        "type": GROUP_MESSAGE_TYPE,
+        "event": event,
+        "origin": origin,
+        "conversation_id": conversation_id,
+    }
 
 
 async def publish(
@@ -115,7 +125,7 @@ async def publish(
         return False
     try:
         sent = await layer.group_send(
-            conversation_group(conversation_id), _group_message(event, origin)
+            conversation_group(conversation_id), _group_message(event, origin, conversation_id)
         )
     except Exception:  # never fail the turn
         logger.exception("publishing %s to conversation %s failed", event["type"], conversation_id)
@@ -134,7 +144,7 @@ def publish_on_commit(
             return
         try:
             async_to_sync(layer.group_send)(
-                conversation_group(conversation_id), _group_message(event, origin)
+                conversation_group(conversation_id), _group_message(event, origin, conversation_id)
             )
         except Exception:  # a lost notification must not undo a committed write
             logger.exception(

@@ -148,17 +148,22 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
 
     async def conversation_event(self, group_message: dict) -> None:
         """The watched conversation's events (the customer's stream, live): saved messages as
-        `conversation.message`, the answer as it streams (`answer.*`), owner and actions."""
+        `conversation.message`, the answer as it streams (`answer.*`), owner and actions, each
+        with its `conversation_id`. Events of a conversation the agent has left are dropped."""
+        conversation_id = group_message.get("conversation_id")
+        if self.viewing is None or conversation_id != self.viewing[1]:
+            return  # still in flight from a conversation this agent has left
         event = group_message["event"]
         kind = event["type"]
         if kind in ("message.created", "answer.completed"):
             out = {"type": "conversation.message", "message": event["message"]}
         elif kind in ("answer.started", "answer.delta", "answer.revised"):
-            out = event
+            out = dict(event)
         elif kind == "conversation.owner":
             out = {"type": "conversation.owner", "owner": event["owner"]}
         elif kind in ("action.proposed", "action.updated", "handoff.started"):
-            out = event
+            out = dict(event)
         else:
             return
+        out["conversation_id"] = conversation_id
         await self.send(text_data=json.dumps(out))

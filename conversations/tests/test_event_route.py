@@ -98,6 +98,11 @@ async def test_two_tabs_and_an_agent_see_the_same_answer_stream_each_event_once(
     deltas_agent = [e["text"] for e in agent_seen if e["type"] == "answer.delta"]
     assert deltas1
     assert deltas1 == deltas2 == deltas_agent
+    # The console is told which conversation each event is of (it drops any other's).
+    stamped = {
+        e["conversation_id"] for e in agent_seen if e["type"] not in ("pong", "queue.changed")
+    }
+    assert stamped == {ready["conversation_id"]}
     for seen in (seen1, seen2, agent_seen):
         keys = [_key(e) for e in seen if e["type"] not in ("pong", "queue.changed")]
         assert len(keys) == len(set(keys)), keys  # each event once per connection

@@ -1,5 +1,6 @@
 """Customer and agent in two browser contexts on the make-run stack: a clean, live handoff."""
 
+import json
 import re
 
 import pytest
@@ -127,6 +128,80 @@ def test_a_message_that_arrives_while_the_console_reloads_stays_on_the_transcrip
         route.fulfill(response=response)
     agent_ctx.close()
     customer_ctx.close()
+    assert csp.violations == []
+
+
+def test_an_agent_who_opens_another_handoff_never_sees_the_first_ones_messages_in_it(
+    live_stack, browser, csp
+):
+    """An agent leaves handoff A for B. A's customer writes just then: the server had not yet
+    taken the agent off A (its `view` of B is held here), so the message reaches the page while
+    B's transcript loads. It used to be kept as a live message and painted into B's transcript
+    for good."""
+    handoffs = []
+    customers = []
+    for topic in ("my lost parcel", "my torn tent"):
+        ctx = browser.new_context()
+        page = csp.watch(ctx.new_page())
+        page.goto(f"{live_stack.url}/chat/acme/")
+        page.wait_for_selector("#status:has-text('Online')", timeout=20000)
+        page.fill("#input", f"I want to talk to a human about {topic}")
+        page.click("#send")
+        page.wait_for_selector("#notice:has-text('person from our team')", timeout=30000)
+        handoffs.append(live_stack.sql("SELECT max(id) FROM handoffs_handoff")[0][0])
+        customers.append((ctx, page))
+    first, second = handoffs
+
+    agent_ctx = browser.new_context()
+    agent = csp.watch(agent_ctx.new_page())
+    held_views = []
+
+    def console_socket(ws):
+        server = ws.connect_to_server()
+
+        def to_server(message):
+            if json.loads(message) == {"type": "view", "handoff_id": second}:
+                held_views.append(message)  # the server keeps the agent on the first handoff
+            else:
+                server.send(message)
+
+        ws.on_message(to_server)
+
+    agent.route_web_socket(re.compile(r"/ws/console/"), console_socket)
+    agent.goto(f"{live_stack.url}/console/login/")
+    agent.fill("input[name=username]", "agent")
+    agent.fill("input[name=password]", live_stack.logins()["agent"])
+    agent.click("button[type=submit]")
+    agent.wait_for_url("**/console/")
+    agent.goto(f"{live_stack.url}/console/handoffs/{first}/")
+    agent.wait_for_selector("#claim")
+    agent.wait_for_selector(f'.queue-item[data-id="{second}"]', timeout=15000)
+
+    held_details = []
+    detail = re.compile(rf"/console/api/handoffs/{second}\?")
+    agent.route(detail, lambda route: held_details.append((route, route.fetch())))
+    agent.click(f'.queue-item[data-id="{second}"]')
+    for _ in range(100):
+        if held_views and held_details:
+            break
+        agent.wait_for_timeout(50)
+    assert held_views
+    assert held_details
+
+    customers[0][1].fill("#input", "Any news on my parcel from the courier?")
+    customers[0][1].click("#send")
+    # Still shown: the first handoff's transcript, so the message is painted there ...
+    agent.wait_for_selector("#transcript:has-text('news on my parcel')", timeout=10000)
+    for route, response in held_details:
+        route.fulfill(response=response)
+    # ... and the second handoff's transcript, rendered after it, does not take it in.
+    agent.wait_for_selector("#transcript:has-text('my torn tent')", timeout=10000)
+    agent.wait_for_timeout(300)
+    assert agent.locator("#transcript", has_text="news on my parcel").count() == 0
+    agent.unroute(detail)
+    agent_ctx.close()
+    for ctx, _page in customers:
+        ctx.close()
     assert csp.violations == []
 
 

@@ -16,6 +16,8 @@
   // Messages of the open handoff that arrived live: a detail fetched before one of them was
   // saved, and rendered after it arrived, must not take it off the transcript.
   let liveMessages = new Map();
+  // The conversation whose transcript is on screen: live events of any other are not painted.
+  const shownConversation = () => currentData && currentData.handoff.conversation_id;
   let ws = null;
   let retry = 0;
 
@@ -141,7 +143,9 @@
     const d = await api(`handoffs/${opened}`);
     if (opened !== current) return;  // the agent opened another handoff meanwhile
     const saved = new Set(d.messages.map((m) => m.id));
-    for (const key of [...liveMessages.keys()]) if (saved.has(key)) liveMessages.delete(key);
+    for (const [key, m] of [...liveMessages]) {
+      if (saved.has(key) || m.conversation_id !== d.handoff.conversation_id) liveMessages.delete(key);
+    }
     const messages = [...d.messages, ...[...liveMessages.values()].sort((a, b) => a.id - b.id)];
     // Keep what the agent is typing (and where) across re-renders.
     const drafts = {};
@@ -240,15 +244,16 @@
         const live = box && box.querySelector(`[data-live-id="${ev.message.id}"]`);
         if (live) live.remove();  // the streamed answer is replaced by the saved message
         const done = ev.message.state !== "streaming";
-        const mine = !currentData || currentData.handoff.conversation_id === ev.message.conversation_id;
-        if (mine && done) liveMessages.set(ev.message.id, ev.message);
-        if (box && !box.querySelector(`[data-id="${ev.message.id}"]`) && done) {
+        if (done) liveMessages.set(ev.message.id, ev.message);  // a reload keeps only its own
+        const shown = ev.message.conversation_id === shownConversation();
+        if (box && shown && !box.querySelector(`[data-id="${ev.message.id}"]`) && done) {
           box.append(renderMessage(ev.message));
         }
       } else if (ev.type === "answer.delta" || ev.type === "answer.revised") {
         // The bot's answer as the customer sees it, while it streams.
         const box = document.getElementById("transcript");
-        if (!box || box.querySelector(`[data-id="${ev.message_id}"]`)) return;
+        if (!box || ev.conversation_id !== shownConversation()) return;
+        if (box.querySelector(`[data-id="${ev.message_id}"]`)) return;
         let live = box.querySelector(`[data-live-id="${ev.message_id}"]`);
         if (!live) {
           live = document.createElement("p");
