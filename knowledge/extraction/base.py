@@ -73,6 +73,9 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # paragraph of only an emphasised term labels the paragraph after it ("--no-daemon: Don't …").
 # 16: a table row whose leading cells are blank takes them from the row above (a table grouping
 # its rows names the group once: "| 3.0.32 | Windows XP" read "Windows | 3.0.32 | Windows XP").
+# 17: an admonition boxed beside its icon (Asciidoctor: a one-row table of an icon cell and the
+# content) reads as its content labelled by the icon's word ("Note: …", it read "| …"), and an
+# Asciidoctor header's byline (author, e-mail, revision) is dropped.
 # Markdown 1: fenced and indented code keeps its lines and their indentation (it was one collapsed
 # line). Markdown 2: raw HTML read, not dropped (a `<details>` summary heads the answer after it,
 # a `<br>` breaks the line), FAQ questions as paragraphs head their answers (`questions`: "**How
@@ -97,7 +100,7 @@ PDF_MAX_STREAM_BYTES = 32 * 1024 * 1024
 # (With HTML 5 a space closes up only before a punctuation-only token and chunks split only at
 # sentence ends, for every format: that changed no PDF, Markdown or text passage of the demo, so
 # those are not re-embedded for it; a new upload gets it.)
-EXTRACTOR_VERSIONS = {HTML: 16, PDF: 1, MARKDOWN: 4, PLAIN: 4}
+EXTRACTOR_VERSIONS = {HTML: 17, PDF: 1, MARKDOWN: 4, PLAIN: 4}
 EXTRACTOR_VERSION = max(EXTRACTOR_VERSIONS.values())
 
 

@@ -130,15 +130,36 @@ def _item_term(li, limits: Limits):
 
 
 def _box_cell(table):
-    """The cell of a table that is only a box around its content (one row of one cell: the
-    grey frame old DocBook stylesheets put around code, a layout frame), to be read as the
-    blocks it holds; None for a table of data."""
+    """(cell, label) when a table is only a box around one cell's content, to be read as the
+    blocks it holds: one row of one cell (the grey frame old DocBook stylesheets put around
+    code, a layout frame; no label), or one row of an admonition's icon beside its content
+    (Asciidoctor's note, tip and warning boxes: the icon's word labels the first paragraph,
+    "Note: "). None for a table of data."""
     rows = [c for c in table if c.tag == "tr"]
     rows += [r for c in table if c.tag in ("thead", "tbody", "tfoot") for r in c if r.tag == "tr"]
     if len(rows) != 1:
         return None
     cells = _html_cells(rows[0])
-    return cells[0] if len(cells) == 1 and cells[0].tag == "td" else None
+    if len(cells) == 1 and cells[0].tag == "td":
+        return cells[0], ""
+    if len(cells) == 2 and cells[1].tag == "td" and (word := _icon_word(cells[0])):
+        return cells[1], f"{word}: "
+    return None
+
+
+_ICON_WORDS = _ADMONITIONS | {"danger", "attention", "hint"}
+
+
+def _icon_word(cell) -> str | None:
+    """The admonition word an icon cell shows: its text ("Note"), or, for an icon without
+    text, the title or alt text of the icon ("Note", "[Warning]"); None for anything else."""
+    text = "".join(cell.itertext()).strip()
+    names = [text] if text else [e.get("title") or e.get("alt") or "" for e in cell.iter()]
+    for name in names:
+        word = name.strip().strip("[]").strip()
+        if word.lower() in _ICON_WORDS:
+            return word
+    return None
 
 
 def _ditto(texts: list[str], above: list[str] | None) -> list[str]:
@@ -389,10 +410,15 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
                 )
             else:
                 _push_children(stack, item)
-        elif name == "table" and (cell := _box_cell(item)) is not None:
+        elif name == "table" and (box := _box_cell(item)) is not None:
             flush()
             stack.append(flush_marker)
+            cell, label = box
+            if label:
+                stack.append(_Label(""))
             _push_children(stack, cell)
+            if label:
+                stack.append(_Label(label))
         elif name in _HTML_BLOCKS or name in _HTML_FLOW:
             has_h1 = has_h1 or any(True for _ in item.iter("h1"))
             flush()

@@ -159,6 +159,14 @@ _DROP_ROLES = {"navigation", "banner", "contentinfo", "search"}
 _HTML_CHECK_EVERY = 4096  # elements between deadline checks
 
 
+def _byline(element) -> bool:
+    """Whether a <div class="details"> is the byline of an Asciidoctor document header (the
+    author, their e-mail and the revision under the title: "KeePassXC Team team@… version
+    2.7.4"), which is not content."""
+    parent = element.getparent()
+    return parent is not None and parent.get("id") == "header" and element.tag == "div"
+
+
 def classes(element) -> set[str]:
     """The element's class tokens, lower-cased: pages written in upper case (old DocBook
     stylesheets: CLASS="NAVHEADER", CLASS="NOTE") name the same things."""
@@ -183,6 +191,8 @@ def _html_dropped(element) -> bool:
         return False
     tokens = set(marker.split())
     if tokens >= _LOCAL_CONTENTS:
+        return True
+    if "details" in tokens and _byline(element):
         return True
     return bool(_CHROME.search(marker)) or not _CHROME_TOKENS.isdisjoint(tokens)
 

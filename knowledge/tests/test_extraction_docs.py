@@ -805,3 +805,55 @@ def test_a_table_row_that_leaves_its_group_blank_names_the_group_of_the_row_abov
         "a | b",
         "| c | d",
     ]
+
+
+def test_an_admonition_boxed_beside_its_icon_reads_as_a_labelled_paragraph():
+    """Asciidoctor puts a note in a one-row table: an icon cell (a font icon titled "Note", or
+    the word itself) beside the content. It read as a table row, "| On macOS…", with the icon
+    lost; now the icon's word labels the content's first paragraph. A data row with a blank
+    first cell, or an icon that is not an admonition's, stays a row."""
+    result = extract(
+        data=_html(
+            "<h1>Keyboard shortcuts</h1>"
+            '<div class="admonitionblock note"><table><tr><td class="icon">'
+            '<i class="fa icon-note" title="Note"></i></td><td class="content">On macOS '
+            "substitute <code>Ctrl</code> with <code>Cmd</code>.</td></tr></table></div>"
+            '<div class="admonitionblock warning"><table><tr><td class="icon">'
+            '<div class="title">Warning</div></td><td class="content">'
+            '<div class="paragraph"><p>Keep your password safe.</p></div>'
+            '<div class="paragraph"><p>It cannot be recovered.</p></div></td></tr></table></div>'
+            "<p>Press Ctrl + O to open a database.</p>"
+            "<table><tr><td></td><td>Total: 3</td></tr></table>"
+            '<table><tr><td><img src="star.png" alt="Rating"></td><td>Five stars</td></tr></table>'
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks if not b.level] == [
+        "Note: On macOS substitute Ctrl with Cmd.",
+        "Warning: Keep your password safe.",
+        "It cannot be recovered.",
+        "Press Ctrl + O to open a database.",
+        "| Total: 3",
+        "| Five stars",
+    ]
+
+
+def test_an_asciidoctor_header_keeps_its_title_and_drops_the_byline():
+    """The author, e-mail and revision under an Asciidoctor title were quoted as an answer
+    ("KeePassXC Team team@keepassxc.org version 2.7.4"). A "details" box in the body stays."""
+    result = extract(
+        data=_html(
+            '<div id="header"><h1>KeePassXC: User Guide</h1><div class="details">'
+            '<span id="author" class="author">KeePassXC Team</span><br>'
+            '<span id="email" class="email"><a href="mailto:team@example.org">team@example.org'
+            '</a></span><br><span id="revnumber">version 2.7.4</span></div></div>'
+            '<div id="content"><h2>Overview</h2><div class="details"><p>Entries hold your '
+            "passwords.</p></div></div>"
+        ),
+        content_type=HTML,
+    )
+    assert [b.text for b in result.blocks] == [
+        "KeePassXC: User Guide",
+        "Overview",
+        "Entries hold your passwords.",
+    ]
