@@ -6,7 +6,8 @@ all-terms matches first, then OR-ed terms, `ts_rank_cd` over a bounded pool), ve
 exact scan over the tenant's rows when they are few, HNSW with iterative scan when they are
 many, through the tenant's own partial index once it is built) and trigram (misspelled words
 and codes, looked up in the tenant's vocabulary). The lists are fused with weighted Reciprocal
-Rank Fusion (k=60).
+Rank Fusion (k=60). A passage that repeats a better one (another document's copy of the same
+section) is dropped (`passages_distinct`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from knowledge.selectors.candidates import (
     vector_plan_choose,
     vector_sql,
 )
+from knowledge.selectors.distinct import passages_distinct
 from knowledge.selectors.filters import Audience, filter_sql
 from supportbot import replicas
 from supportbot.models import Tenant
@@ -136,13 +138,16 @@ def search_passages(
         weights=[LIST_WEIGHTS[item.name] for item in lists],
     )
     limit = max(1, limit)
-    top = sorted(fused, key=lambda i: (-fused[i], i))[: max(limit, JUDGED)]
+    # Fetched with spares: repeats of a better passage (another document's copy) are dropped.
+    top = sorted(fused, key=lambda i: (-fused[i], i))[: 2 * max(limit, JUDGED)]
     passages = _passages_fetch(
         tenant=tenant, chunk_ids=top, audience=audience, query=query, embedding=embedding
     )
-    passages = sorted(
-        (replace(p, score=round(fused[p.chunk_id], 6)) for p in passages),
-        key=lambda p: (-p.score, p.chunk_id),
+    passages = passages_distinct(
+        sorted(
+            (replace(p, score=round(fused[p.chunk_id], 6)) for p in passages),
+            key=lambda p: (-p.score, p.chunk_id),
+        )
     )
     lap("fetch", t)
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
