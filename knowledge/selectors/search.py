@@ -138,16 +138,14 @@ def search_passages(
         weights=[LIST_WEIGHTS[item.name] for item in lists],
     )
     limit = max(1, limit)
-    # Fetched with spares: repeats of a better passage (another document's copy) are dropped.
-    top = sorted(fused, key=lambda i: (-fused[i], i))[: 2 * max(limit, JUDGED)]
-    passages = _passages_fetch(
-        tenant=tenant, chunk_ids=top, audience=audience, query=query, embedding=embedding
-    )
-    passages = passages_distinct(
-        sorted(
-            (replace(p, score=round(fused[p.chunk_id], 6)) for p in passages),
-            key=lambda p: (-p.score, p.chunk_id),
-        )
+    passages = _passages_distinct_fetch(
+        tenant=tenant,
+        ranked=sorted(fused, key=lambda i: (-fused[i], i)),
+        scores=fused,
+        want=max(limit, JUDGED),
+        audience=audience,
+        query=query,
+        embedding=embedding,
     )
     lap("fetch", t)
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
@@ -159,6 +157,42 @@ def search_passages(
         timings_ms=timings,
         ambiguous=ambiguous,
     )
+
+
+# Rounds of fetching that replace dropped repeats; a tenant without repeats needs one.
+DISTINCT_ROUNDS = 3
+
+
+def _passages_distinct_fetch(
+    *,
+    tenant: Tenant,
+    ranked: list[int],
+    scores: dict[int, float],
+    want: int,
+    audience: Audience | None,
+    query: str,
+    embedding: list[float] | None,
+) -> list[Passage]:
+    """The first `want` passages of `ranked` that do not repeat a better one
+    (`passages_distinct`): each round fetches as many of the next ids as repeats dropped."""
+    passages: list[Passage] = []
+    start = 0
+    for _ in range(DISTINCT_ROUNDS):
+        batch = ranked[start : start + want - len(passages)]
+        if not batch:
+            break
+        start += len(batch)
+        fetched = _passages_fetch(
+            tenant=tenant, chunk_ids=batch, audience=audience, query=query, embedding=embedding
+        )
+        fetched = sorted(
+            (replace(p, score=round(scores[p.chunk_id], 6)) for p in fetched),
+            key=lambda p: (-p.score, p.chunk_id),
+        )
+        passages = passages_distinct(passages + fetched)
+        if len(passages) >= want:
+            break
+    return passages[:want]
 
 
 def evidence_strength(evidences: list[float]) -> tuple[str, bool]:

@@ -77,3 +77,23 @@ def test_a_search_returns_a_section_two_documents_share_once(tenant):
     assert len(texts) == 2
     assert texts.count("Cloning entries. " + SECTION) == 1
     assert backup.pk in [p.chunk_id for p in result.passages]
+
+
+def test_a_search_whose_best_passages_are_all_copies_still_fills_its_places(tenant):
+    for i in range(10):
+        doc = DocumentFactory(tenant=tenant, title=f"Release {i} manual")
+        ChunkFactory(document=doc, text="Cloning entries. " + SECTION)
+    others = [
+        ChunkFactory(document=DocumentFactory(tenant=tenant, title=title), text=text)
+        for title, text in [
+            ("Backups", "Clone your database file to another disk for a backup of every entry."),
+            ("Templates", "A cloned entry can serve as a template for entries of one kind."),
+            ("Sharing", "Entries cloned into a shared group are synchronised with the share."),
+        ]
+    ]
+    result = search_passages(
+        tenant=tenant, query="how do I clone an entry", audience=Audience.customer(), limit=4
+    )
+    texts = [p.text for p in result.passages]
+    assert texts.count("Cloning entries. " + SECTION) == 1
+    assert {c.pk for c in others} <= {p.chunk_id for p in result.passages}
