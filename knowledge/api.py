@@ -222,7 +222,11 @@ class SearchApi(APIView):
             help_text="Weak only because no passage stands out: the pages touch the topic "
             "but the search cannot tell which one answers."
         )
-        passages = PassageSerializer(many=True)
+        passages = PassageSerializer(
+            many=True,
+            help_text="At most `limit` passages, best first. A passage that repeats a better one "
+            "(another document's copy of the same section) is left out, so fewer may come back.",
+        )
         timings_ms = serializers.DictField(child=serializers.FloatField())
 
     @extend_schema(
