@@ -97,3 +97,26 @@ def test_a_search_whose_best_passages_are_all_copies_still_fills_its_places(tena
     texts = [p.text for p in result.passages]
     assert texts.count("Cloning entries. " + SECTION) == 1
     assert {c.pk for c in others} <= {p.chunk_id for p in result.passages}
+
+
+def test_passages_that_replace_repeats_are_never_another_tenants(tenant, other_tenant):
+    for i in range(10):
+        doc = DocumentFactory(tenant=tenant, title=f"Release {i} manual")
+        ChunkFactory(document=doc, text="Cloning entries. " + SECTION)
+    theirs = [
+        ChunkFactory(
+            document=DocumentFactory(tenant=other_tenant, title=f"Clone tips {i}"),
+            text=f"Clone an entry, tip {i}: the cloned entry keeps its password.",
+        )
+        for i in range(5)
+    ]
+    restricted = ChunkFactory(
+        document=DocumentFactory(tenant=tenant, title="Clone desk notes", audience="agents"),
+        text="Agents clone an entry for a customer from the console.",
+    )
+    result = search_passages(
+        tenant=tenant, query="how do I clone an entry", audience=Audience.customer(), limit=8
+    )
+    ids = {p.chunk_id for p in result.passages}
+    assert len(result.passages) == 1
+    assert ids.isdisjoint({c.pk for c in theirs} | {restricted.pk})
