@@ -785,7 +785,7 @@ def test_every_sentence_is_embedded_at_most_once_per_turn_across_overlapping_chu
     assert embedder.computed == len(seen)
 
 
-def test_the_passages_a_reply_quotes_are_embedded_in_one_model_call():
+def test_the_first_passages_are_embedded_in_one_model_call_and_the_rest_never():
     from conversations.orchestrator.base import TurnEmbedder
 
     calls: list[list[str]] = []
@@ -798,17 +798,29 @@ def test_the_passages_a_reply_quotes_are_embedded_in_one_model_call():
     other = FakePassage(
         STALE, evidence=0.85, chunk_id=2, document_id=2, heading_path=["FAQ", "Stale data"]
     )
+    fillers = [
+        FakePassage(
+            f"Filler section {n} talks about shipping rates.",
+            evidence=0.3 - 0.02 * n,
+            chunk_id=10 + n,
+            document_id=10 + n,
+            heading_path=["FAQ", f"Shipping {n}"],
+        )
+        for n in range(extractive.RANKED_BY_SENTENCE - 2)
+    ]
     far = FakePassage(
-        FOREIGN_KEY, evidence=0.2, chunk_id=3, document_id=3, heading_path=["FAQ", "Keys"]
+        FOREIGN_KEY, evidence=0.1, chunk_id=3, document_id=3, heading_path=["FAQ", "Keys"]
     )
     embedder = TurnEmbedder(embed=counting, shared=None)
     draft = extractive_draft(
-        query="can I delete python", passages=[stable, other, far], embed=embedder
+        query="can I delete python", passages=[stable, other, *fillers, far], embed=embedder
     )
     assert len(draft.passages) == 2
-    assert len(calls) == 1  # the question and both quoted passages' sentences, together
+    assert len(calls) == 1  # the question, the headings and the first passages' sentences
     embedded = set(calls[0])
-    assert not embedded & {u.text for u in compose.passage_units(FOREIGN_KEY)}  # too weak
+    assert {u.text for u in compose.passage_units(DELETE)} <= embedded
+    assert {f.text for f in fillers} <= embedded  # ranked by their best sentence too
+    assert not embedded & {u.text for u in compose.passage_units(FOREIGN_KEY)}  # ranked past
 
 
 SERVERS = (
@@ -856,3 +868,52 @@ def test_only_a_question_asking_what_something_is_lifts_the_sentence_defining_it
     # only 'A "client" is any machine…' (a sentence defining a word of the question)
     assert lifted == ([1] if bonus else [])
     assert units[1].text.startswith('A "client" is')
+
+
+def test_a_passage_whose_sentence_says_what_was_asked_outranks_one_sharing_only_its_heading(
+    monkeypatch,
+):
+    asked = "is there a read only mode so i can view a file without changing it"
+    heading_only = FakePassage(
+        "Jeez, demanding, aren't we? Okay, look here: the manual is online as well.",
+        evidence=0.40,
+        chunk_id=1,
+        heading_path=["FAQ", "I want to read the manual without changing my install"],
+    )
+    answering = FakePassage(
+        "-v, --view: Don't allow the contents of the file to be altered: read-only mode. "
+        "-w, --nowrap: Do not hard-wrap long lines.",
+        evidence=0.42,
+        chunk_id=2,
+        document_id=2,
+        heading_path=["Manual", "Command-line Options"],
+    )
+    passages = [answering, heading_only]
+    draft = extractive_draft(query=asked, passages=passages, embed=bag_of_words, max_quotes=1)
+    assert draft.passages == [answering]
+    assert "read-only mode" in draft.text
+    monkeypatch.setattr(extractive, "SENTENCE_WEIGHT", 0.0)  # evidence and heading alone
+    draft = extractive_draft(query=asked, passages=passages, embed=bag_of_words, max_quotes=1)
+    assert draft.passages == [heading_only]
+
+
+def test_only_the_first_passages_are_ranked_by_their_best_sentence(monkeypatch):
+    monkeypatch.setattr(extractive, "RANKED_BY_SENTENCE", 1)
+    asked = "is there a read only mode so i can view a file without changing it"
+    first = FakePassage(
+        "Okay, look here: the manual is online as well.",
+        evidence=0.50,
+        chunk_id=1,
+        heading_path=["FAQ", "Manual"],
+    )
+    second = FakePassage(
+        "-v, --view: Don't allow the contents of the file to be altered: read-only mode.",
+        evidence=0.45,
+        chunk_id=2,
+        document_id=2,
+        heading_path=["Manual", "Options"],
+    )
+    draft = extractive_draft(
+        query=asked, passages=[first, second], embed=bag_of_words, max_quotes=1
+    )
+    assert draft.passages == [first]  # the second was never scored by its sentences
