@@ -142,6 +142,9 @@ class Chunk(models.Model):
     span_start = models.PositiveIntegerField()
     span_end = models.PositiveIntegerField()
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    # Its sentences' vectors, embedded at indexing (`knowledge.sentences`); empty for passages
+    # indexed before they were stored (a turn then embeds those sentences itself).
+    sentence_vectors = models.BinaryField(default=bytes, db_default=b"", blank=True, editable=False)
     search_vector = models.GeneratedField(
         expression=SearchVector("context", weight="A", config=FTS_CONFIG)
         + SearchVector("text", weight="B", config=FTS_CONFIG),

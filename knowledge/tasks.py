@@ -29,3 +29,8 @@ def tenant_vector_indexes_sweep_task() -> list[int]:
 def documents_reextract_outdated_task() -> list[int]:
     """Re-index documents an older extractor made (scheduled daily; safe to run twice)."""
     return services.documents_reextract_outdated()
+
+
+def chunks_sentence_vectors_fill_task() -> int:
+    """Store sentence vectors of passages indexed without them (scheduled hourly)."""
+    return services.chunks_sentence_vectors_fill()

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +69,10 @@ class SentenceVectors:
                     found[text] = vector
         return found
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
     def put_many(self, items: dict[str, np.ndarray]) -> None:
         with self._lock:
             for text, vector in items.items():
@@ -105,6 +109,12 @@ class TurnEmbedder:
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
         with self._lock:
             return self._vectors(texts)
+
+    def seed(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Take vectors computed elsewhere (a passage's, stored at indexing) for these texts."""
+        with self._lock:
+            for text, vector in vectors.items():
+                self._cache.setdefault(text, vector)
 
     def _vectors(self, texts: list[str]) -> list[np.ndarray]:
         wanted = [t for t in dict.fromkeys(texts) if t not in self._cache]

@@ -11,6 +11,7 @@ from conversations.models import Message
 from conversations.orchestrator import compose
 from conversations.orchestrator.base import Draft, TurnEmbedder
 from knowledge.embeddings import embed_texts
+from knowledge.sentences import sentence_vectors_read
 from verification import content_words, split_sentences
 
 EXTRACTIVE_PROMPT_VERSION = "extractive-v12"  # cache keys: v12 after ranking by best sentence
@@ -106,6 +107,8 @@ def extractive_draft(
     sims = compose.heading_similarity(query, headings)
     if not isinstance(embed, TurnEmbedder):
         embed = TurnEmbedder(embed, shared=None)  # each text embedded once here too
+    for passage in candidates:  # sentences embedded when the passage was indexed
+        embed.seed(sentence_vectors_read(passage.text, getattr(passage, "sentence_vectors", b"")))
     ranked = sorted(
         zip(candidates, sims, headings, strict=True),
         key=lambda psh: (-(psh[0].evidence + HEADING_WEIGHT * psh[1]), -psh[0].score),

@@ -336,7 +336,11 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
     query = resolved.search
     with tracing.span("turn.search"):
         result = await db(knowledge.search_passages)(
-            tenant=conversation.tenant, query=query, audience=audience, limit=8
+            tenant=conversation.tenant,
+            query=query,
+            audience=audience,
+            limit=8,
+            sentence_vectors=True,
         )
     found = [p for p in result.passages if p.evidence > 0]
     passages = found[:MAX_PASSAGES]

@@ -41,6 +41,7 @@ class FakePassage:
     span: tuple[int, int] = (0, 10)
     url: str = ""
     continuation: str = ""
+    sentence_vectors: bytes = b""
 
 
 DELETE = (
@@ -917,3 +918,31 @@ def test_only_the_first_passages_are_ranked_by_their_best_sentence(monkeypatch):
         query=asked, passages=[first, second], embed=bag_of_words, max_quotes=1
     )
     assert draft.passages == [first]  # the second was never scored by its sentences
+
+
+def test_sentences_stored_when_the_passage_was_indexed_are_not_embedded_again():
+    from conversations.orchestrator.base import TurnEmbedder
+    from knowledge.embeddings import EMBEDDING_DIMENSIONS
+    from knowledge.sentences import passage_sentences
+
+    def words_384(texts: list[str]) -> list[np.ndarray]:
+        return [np.pad(v, (0, EMBEDDING_DIMENSIONS - DIM)) for v in bag_of_words(texts)]
+
+    calls: list[str] = []
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        calls.extend(texts)
+        return words_384(texts)
+
+    sentences = passage_sentences(DELETE)
+    blob = np.asarray(words_384(sentences), dtype=np.float16).tobytes()
+    asked = "can I delete python that came with my operating system"
+    stored = extractive_draft(
+        query=asked,
+        passages=[FakePassage(DELETE, sentence_vectors=blob)],
+        embed=TurnEmbedder(counting, shared=None),
+    )
+    assert calls  # the question and the heading
+    assert not set(calls) & set(sentences)
+    fresh = extractive_draft(query=asked, passages=[FakePassage(DELETE)], embed=words_384)
+    assert stored.text == fresh.text

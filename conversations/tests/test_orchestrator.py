@@ -61,6 +61,26 @@ def test_help_center_question_gets_an_answer_citing_the_right_document(help_cent
     ]
 
 
+def test_a_turn_reads_its_passages_sentence_vectors_instead_of_embedding_them(
+    help_center, conversation, customer, settings
+):
+    from conversations.orchestrator.base import SENTENCE_VECTORS
+    from knowledge.models import Chunk
+
+    settings.ANSWER_CACHE_ENABLED = False
+    question = "Can I return an opened item?"
+    SENTENCE_VECTORS.clear()  # a process that never embedded these passages' sentences
+    stored = ask(conversation, question, "s1").reply
+    Chunk.objects.filter(tenant=conversation.tenant).update(sentence_vectors=b"")
+    SENTENCE_VECTORS.clear()
+    other = services.conversation_start(tenant=conversation.tenant, customer=customer)
+    embedded = ask(other, question, "s2").reply
+    assert stored.text == embedded.text
+    assert stored.meta["embedded_texts"] <= 4  # the question and the headings
+    # without stored vectors the turn embeds its first passages' sentences as well
+    assert embedded.meta["embedded_texts"] >= stored.meta["embedded_texts"] + 5
+
+
 def test_repeated_client_message_id_returns_the_saved_reply_and_never_a_second(
     help_center, conversation
 ):

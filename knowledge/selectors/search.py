@@ -74,6 +74,9 @@ class Passage:
     # The text of its section that follows the chunk, up to the next chunk's end (what a quote
     # may run on into when the chunk ends before the answer does); "" at the section's end.
     continuation: str = ""
+    # Its sentences' vectors stored at indexing (`knowledge.sentences`), read only when the
+    # search was asked for them; b"" otherwise or when none are stored.
+    sentence_vectors: bytes = field(default=b"", repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -91,11 +94,19 @@ class SearchResult:
 
 @replicas.stale_tolerant
 def search_passages(
-    *, tenant: Tenant, query: str, audience: Audience, limit: int = 8, mode: str = "hybrid"
+    *,
+    tenant: Tenant,
+    query: str,
+    audience: Audience,
+    limit: int = 8,
+    mode: str = "hybrid",
+    sentence_vectors: bool = False,
 ) -> SearchResult:
     """Find the passages `audience` may see that best answer `query`.
 
     `mode` is "hybrid" (default), "fulltext" or "vector" (the single lists, for evaluation).
+    With `sentence_vectors` each passage carries its sentences' stored vectors (what an
+    extractive reply scores its sentences with).
     Each passage carries an evidence strength; `strength` summarizes the best one so callers
     can refuse to answer from weak evidence. The candidate lists run as one SQL statement,
     on the read replica when one is configured (a document indexed a moment ago may be
@@ -146,6 +157,7 @@ def search_passages(
         audience=audience,
         query=query,
         embedding=embedding,
+        sentence_vectors=sentence_vectors,
     )
     lap("fetch", t)
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
@@ -172,6 +184,7 @@ def _passages_distinct_fetch(
     audience: Audience | None,
     query: str,
     embedding: list[float] | None,
+    sentence_vectors: bool = False,
 ) -> list[Passage]:
     """The first `want` passages of `ranked` that do not repeat a better one
     (`passages_distinct`): each round fetches as many of the next ids as repeats dropped."""
@@ -183,7 +196,12 @@ def _passages_distinct_fetch(
             break
         start += len(batch)
         fetched = _passages_fetch(
-            tenant=tenant, chunk_ids=batch, audience=audience, query=query, embedding=embedding
+            tenant=tenant,
+            chunk_ids=batch,
+            audience=audience,
+            query=query,
+            embedding=embedding,
+            sentence_vectors=sentence_vectors,
         )
         fetched = sorted(
             (replace(p, score=round(scores[p.chunk_id], 6)) for p in fetched),
@@ -220,8 +238,10 @@ def _passages_fetch(
     audience: Audience | None,
     query: str = "",
     embedding: list[float] | None = None,
+    sentence_vectors: bool = False,
 ) -> list[Passage]:
-    """Load passages by id (filters applied again); with a query, compute their evidence."""
+    """Load passages by id (filters applied again); with a query, compute their evidence;
+    with `sentence_vectors`, read their sentences' vectors too."""
     if not chunk_ids:
         return []
     if audience is None:
@@ -242,13 +262,14 @@ def _passages_fetch(
             " tsvector_to_array(c.search_vector) AS lexemes)"
         )
         evidence_params = [vector_literal(embedding), query]
+    vectors_sql = "c.sentence_vectors" if sentence_vectors else "''::bytea"
     # The next chunk of the same section: its text past this chunk's end (chunks overlap by a
     # few sentences; when they do not, a block break stands for the whitespace between them,
     # which is a sentence or block break: reading it from the version's text would detoast
     # the whole document, measured at twice the fetch time).
     sql = f"""
         SELECT c.id, c.document_id, c.version, d.title, c.heading_path, c.span_start,
-               c.span_end, c.text, c.audience, {evidence_sql},
+               c.span_end, c.text, c.audience, {evidence_sql}, {vectors_sql},
                CASE WHEN n.span_start >= c.span_end THEN E'\\n\\n' || n.text
                     WHEN n.span_end > c.span_end THEN substr(n.text, c.span_end - n.span_start + 1)
                     ELSE '' END
@@ -262,7 +283,9 @@ def _passages_fetch(
         cursor.execute(sql, [*evidence_params, list(chunk_ids), *params])
         rows = cursor.fetchall()
     passages = []
-    for cid, doc_id, version, title, path, start, end, text, aud, cosine, coverage, more in rows:
+    for row in rows:
+        cid, doc_id, version, title, path, start, end, text, aud, cosine, coverage = row[:11]
+        vectors, more = row[11:]
         evidence = 0.0
         if embedding is not None:
             scaled = (float(cosine) - COSINE_LOW) / (COSINE_HIGH - COSINE_LOW)
@@ -286,6 +309,7 @@ def _passages_fetch(
                 evidence=evidence,
                 url=url,
                 continuation=more or "",
+                sentence_vectors=bytes(vectors or b""),
             )
         )
     return passages

@@ -19,6 +19,7 @@ from knowledge.services.indexing import (
     documents_sweep_stuck,
     terms_add,
 )
+from knowledge.services.sentences import chunks_sentence_vectors_fill
 from knowledge.services.vector_index import (
     VECTOR_INDEX_TASK,
     tenant_vector_index_ensure,
@@ -26,6 +27,7 @@ from knowledge.services.vector_index import (
 )
 
 __all__ = [
+    "chunks_sentence_vectors_fill",
     "INDEX_TASK",
     "MAX_ATTEMPTS",
     "VECTOR_INDEX_TASK",

@@ -30,6 +30,7 @@ from knowledge.extraction import (
     extractor_version,
 )
 from knowledge.models import Chunk, Document, DocumentVersion
+from knowledge.sentences import sentence_vectors_embed
 from knowledge.services.documents import (
     INDEX_TASK,
     MAX_ATTEMPTS,
@@ -182,8 +183,14 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
             return Document.objects.filter(pk=document_id).first()
         ordinals = missing[start : start + BATCH_SIZE]
         vectors = embed_texts([_embedding_input(document.title, drafts[i]) for i in ordinals])
+        sentences = sentence_vectors_embed([drafts[i].text for i in ordinals], embed=embed_texts)
         _chunk_batch_store(
-            document=document, source=source, drafts=drafts, ordinals=ordinals, vectors=vectors
+            document=document,
+            source=source,
+            drafts=drafts,
+            ordinals=ordinals,
+            vectors=vectors,
+            sentences=sentences,
         )
         stored.update(ordinals)
         if not _status_set(document_id=document_id, version=version, chunks_done=len(stored)):
@@ -209,8 +216,10 @@ def _chunk_batch_store(
     drafts: list[ChunkDraft],
     ordinals: list[int],
     vectors: list[list[float]],
+    sentences: list[bytes],
 ) -> None:
-    """Store passages of a version, not yet searchable (a repeated run skips existing ones)."""
+    """Store passages of a version, not yet searchable (a repeated run skips existing ones),
+    with their sentences' vectors."""
     Chunk.objects.bulk_create(
         [
             Chunk(
@@ -224,11 +233,12 @@ def _chunk_batch_store(
                 span_start=drafts[i].start,
                 span_end=drafts[i].end,
                 embedding=vector,
+                sentence_vectors=blob,
                 audience=source.audience,
                 segments=source.segments,
                 is_live=False,
             )
-            for i, vector in zip(ordinals, vectors, strict=True)
+            for i, vector, blob in zip(ordinals, vectors, sentences, strict=True)
         ],
         ignore_conflicts=True,
     )

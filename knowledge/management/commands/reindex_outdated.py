@@ -1,4 +1,5 @@
-"""Re-index every ready document whose live version an older extractor made."""
+"""Re-index every ready document whose live version an older extractor made, and store the
+sentence vectors of passages indexed without them."""
 
 from django.core.management.base import BaseCommand
 
@@ -18,3 +19,5 @@ class Command(BaseCommand):
             f"{len(done)} documents queued for re-indexing (extractor versions: "
             f"{', '.join(f'{t} {v}' for t, v in EXTRACTOR_VERSIONS.items())})"
         )
+        filled = services.chunks_sentence_vectors_fill(limit=10_000_000)
+        self.stdout.write(f"{filled} passages given their sentence vectors")
