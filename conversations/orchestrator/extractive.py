@@ -37,9 +37,9 @@ HEADING_WEIGHT = 0.3
 # a sentence saying what was asked outranks one that shares only the topic or a heading's
 # words. On the fourteen development sets (663 questions) 566 -> 574 key facts (+17 -8) at
 # 0.3 and the first five; 0.2-0.5 the same; the first three 569, the first four 571, all
-# eight 575. Every sentence embedded costs about 8 ms on a 2-core CPU, and the passages
-# beyond the first three are rarely quoted, so five is where it stops (their sentences recur
-# across turns: the process keeps them, `SENTENCE_VECTORS`).
+# eight 575. The sentences' vectors are stored at indexing (`knowledge.sentences`); a passage
+# indexed before has its sentences embedded by the turn (about 8 ms each on a 2-core CPU), so
+# the ranking stops at five, where it measured as well as at eight.
 SENTENCE_WEIGHT = 0.3
 RANKED_BY_SENTENCE = 5
 # A heading this similar to the question makes its passage's lead the start of the quote: its
