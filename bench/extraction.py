@@ -140,10 +140,10 @@ def measure_poison() -> list[str]:
 def measure_embedding(*, full: bool) -> list[str]:
     from django.conf import settings
 
-    from knowledge.services import indexing
     from knowledge.chunking import chunk_document
     from knowledge.embeddings import embed_texts
     from knowledge.sentences import sentence_vectors_embed
+    from knowledge.services import indexing
     from knowledge.tests.poison import paragraphs
 
     current = _current()
