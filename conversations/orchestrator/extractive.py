@@ -29,9 +29,9 @@ SECOND_PASSAGE_RATIO = 0.7
 # a passage whose sentences do not answer is left out more often (0.6-0.7 and 0.75-0.8 the
 # same 576).
 THIRD_PASSAGE_RATIO = 0.8
-# Every passage the search returns (8) competes: 4 reached 42 of the Django set's 49 key
-# facts, 6 reached 43, 8 one more of the Debian set's.
-CANDIDATES = 8
+# Every passage the search returns competes (the chat asks for 24, `turn.CANDIDATE_PASSAGES`):
+# 4 reached 42 of the Django set's 49 key facts, 6 reached 43, 8 one more of the Debian set's.
+CANDIDATES = 24
 # Passages are ranked by search evidence plus this share of their heading's similarity to the
 # question: in an FAQ the heading is the question, and the entry under it is the answer.
 HEADING_WEIGHT = 0.3
@@ -39,10 +39,12 @@ HEADING_WEIGHT = 0.3
 # question and word overlap), for the first RANKED_BY_SENTENCE of them: a passage that holds
 # a sentence saying what was asked outranks one that shares only the topic or a heading's
 # words. On the fourteen development sets (663 questions) 566 -> 574 key facts (+17 -8) at
-# 0.3 and the first five; 0.2-0.5 the same; the first three 569, the first four 571, all
-# eight 575. The sentences' vectors are stored at indexing (`knowledge.sentences`); a passage
-# indexed before has its sentences embedded by the turn (about 8 ms each on a 2-core CPU), so
-# the ranking stops at five, where it measured as well as at eight.
+# 0.3 and the first five of eight; 0.2-0.5 the same; the first three 569, the first four 571,
+# all eight 575. The sentences' vectors are stored at indexing (`knowledge.sentences`), so
+# every passage that has them is ranked this way: among the search's first 24 rather than its
+# first 8, 581 against 577 key facts (+9 -5; 20: 580), the nine from passages the fused
+# search ranked 9th to 21st. A passage indexed before its vectors were stored has its
+# sentences embedded by the turn (about 8 ms each on a 2-core CPU): only the first five such.
 SENTENCE_WEIGHT = 0.3
 RANKED_BY_SENTENCE = 5
 # A heading this similar to the question makes its passage's lead the start of the quote: its
@@ -53,6 +55,9 @@ RANKED_BY_SENTENCE = 5
 # than 0.5 and none fewer ("on windows git diff says my utf-16 files are binary" under "I'm on
 # Windows and my text files are detected as binary."); 0.3 the same as 0.4.
 LEAD_MIN_SIM = 0.4
+# The headings of this many passages (ranked by evidence and heading words) are embedded with
+# the question; another is embedded only if its passage is quoted (24 headings cost ~150 ms).
+HEADINGS_EMBEDDED = 8
 LEAD_MIN_COSINE = 0.6
 # The first quote is also an entry's answer when its heading asks any question: the search
 # and the ranking above chose that entry, and in an FAQ its opening answers it, however the
@@ -68,12 +73,12 @@ def _asks(heading: str) -> bool:
     return heading.rstrip().endswith("?")
 
 
-def _heading_cosines(query: str, headings: list[str], embed) -> dict[str, float]:
-    """MiniLM cosine of each heading to the question."""
-    if not headings:
-        return {}
-    vectors = np.asarray(embed([query, *headings]), dtype=np.float32)
-    return dict(zip(headings, (vectors[1:] @ vectors[0]).tolist(), strict=True))
+def _heading_cosine(query: str, heading: str, embed) -> float:
+    """MiniLM cosine of a heading to the question."""
+    if not heading:
+        return 0.0
+    question, vector = np.asarray(embed([query, heading]), dtype=np.float32)
+    return float(vector @ question)
 
 
 def _section(passage) -> tuple:
@@ -110,22 +115,28 @@ def extractive_draft(
     sims = compose.heading_similarity(query, headings)
     if not isinstance(embed, TurnEmbedder):
         embed = TurnEmbedder(embed, shared=None)  # each text embedded once here too
-    for passage in candidates:  # sentences embedded when the passage was indexed
-        embed.seed(sentence_vectors_read(passage.text, getattr(passage, "sentence_vectors", b"")))
+    stored = set()  # passages whose sentences were embedded when they were indexed
+    for passage in candidates:
+        vectors = sentence_vectors_read(passage.text, getattr(passage, "sentence_vectors", b""))
+        if vectors:
+            embed.seed(vectors)
+            stored.add(passage.chunk_id)
     ranked = sorted(
         zip(candidates, sims, headings, strict=True),
         key=lambda psh: (-(psh[0].evidence + HEADING_WEIGHT * psh[1]), -psh[0].score),
     )
-    # The first passages' sentences, the question and the headings in one model call (a call
-    # costs about as much as four more sentences); the loop below composes from the same
-    # units, split as `compose` splits them (the seam may join two), without another call.
+    # The question, the headings of the first passages and the sentences not stored at
+    # indexing in one model call (a call costs about as much as four more sentences); the
+    # loop below composes from the same units, split as `compose` splits them (the seam may
+    # join two), and embeds a heading further down only when it quotes its passage.
+    unstored = [p.chunk_id for p, _, _ in ranked if p.chunk_id not in stored]
     units = {
         p.chunk_id: compose.split_passage(p.text, p.continuation)[2]
-        for p, _, _ in ranked[:RANKED_BY_SENTENCE]
+        for p, _, _ in ranked
+        if p.chunk_id in stored or p.chunk_id in unstored[:RANKED_BY_SENTENCE]
     }
-    distinct = sorted({h for h in headings if h})
+    distinct = sorted({h for _, _, h in ranked[:HEADINGS_EMBEDDED] if h})
     embed([query, *distinct, *(u.text for own in units.values() for u in own)])
-    cosines = _heading_cosines(query, distinct, embed)  # embedded just now: no model call
     sentence = {
         chunk_id: max(compose.unit_scores(query, own, embed=embed), default=0.0)
         for chunk_id, own in units.items()
@@ -148,7 +159,7 @@ def extractive_draft(
             continue
         lead = (
             sim >= LEAD_MIN_SIM
-            or cosines.get(heading, 0.0) >= LEAD_MIN_COSINE
+            or _heading_cosine(query, heading, embed) >= LEAD_MIN_COSINE
             or (not chosen and _asks(heading))
         )
         if chosen:

@@ -53,6 +53,9 @@ from supportbot.observability import tracing
 logger = logging.getLogger(__name__)
 
 MAX_PASSAGES = 4
+# Passages an extractive answer chooses among (`extractive.CANDIDATES`); the search judges its
+# strength on its first eight whatever the number asked for.
+CANDIDATE_PASSAGES = 24
 # Refusals that say nothing about the model: the tenant's token budget or concurrency is spent.
 # The answer is extractive as for any failure, but they never count towards a handoff.
 NOT_MODEL_FAILURES = frozenset({TenantRateLimited.code})
@@ -339,7 +342,7 @@ async def _knowledge_answer(turn: Turn) -> Outcome:
             tenant=conversation.tenant,
             query=query,
             audience=audience,
-            limit=8,
+            limit=CANDIDATE_PASSAGES,
             sentence_vectors=True,
         )
     found = [p for p in result.passages if p.evidence > 0]

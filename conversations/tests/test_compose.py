@@ -11,6 +11,8 @@ import pytest
 from conversations.orchestrator import compose, extractive
 from conversations.orchestrator.extractive import citations, extractive_draft
 from conversations.orchestrator.followup import is_follow_up
+from knowledge.embeddings import EMBEDDING_DIMENSIONS
+from knowledge.sentences import passage_sentences
 from verification import quote_is_verbatim
 
 DIM = 256
@@ -919,13 +921,19 @@ def test_only_the_first_passages_are_ranked_by_their_best_sentence(monkeypatch):
     assert draft.passages == [first]  # the second was never scored by its sentences
 
 
+def words_384(texts: list[str]) -> list[np.ndarray]:
+    """`bag_of_words` in the stored vectors' 384 dimensions."""
+    return [np.pad(v, (0, EMBEDDING_DIMENSIONS - DIM)) for v in bag_of_words(texts)]
+
+
+def stored(text: str, **fields) -> FakePassage:
+    """A passage with its sentences' vectors stored, as indexing stores them."""
+    blob = np.asarray(words_384(passage_sentences(text)), dtype=np.float16).tobytes()
+    return FakePassage(text, sentence_vectors=blob, **fields)
+
+
 def test_sentences_stored_when_the_passage_was_indexed_are_not_embedded_again():
     from conversations.orchestrator.base import TurnEmbedder
-    from knowledge.embeddings import EMBEDDING_DIMENSIONS
-    from knowledge.sentences import passage_sentences
-
-    def words_384(texts: list[str]) -> list[np.ndarray]:
-        return [np.pad(v, (0, EMBEDDING_DIMENSIONS - DIM)) for v in bag_of_words(texts)]
 
     calls: list[str] = []
 
@@ -964,3 +972,62 @@ def test_a_second_section_close_in_evidence_but_not_answering_is_left_out():
     )
     draft = extractive_draft(query=asked, passages=[answering, topical], embed=bag_of_words)
     assert draft.passages == [answering]
+
+
+def _topical(n: int, *, evidence: float, store: bool) -> list[FakePassage]:
+    """Passages on the question's topic whose sentences do not answer it."""
+    make = stored if store else FakePassage
+    return [
+        make(
+            f"Section {i} of the manual covers printing labels on a roll printer.",
+            evidence=evidence,
+            chunk_id=100 + i,
+            document_id=100 + i,
+            heading_path=["Manual", f"Labels {i}"],
+        )
+        for i in range(n)
+    ]
+
+
+ROTATE = "Set orientation-requested=6 to print the page upside down, turned 180 degrees."
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_a_passage_far_down_the_search_is_quoted_first_when_its_stored_sentence_answers(store):
+    asked = "can the printer print the page upside down, turned 180 degrees"
+    far = (stored if store else FakePassage)(
+        ROTATE, evidence=0.45, chunk_id=7, document_id=7, heading_path=["Options", "Layout"]
+    )
+    draft = extractive_draft(
+        query=asked,
+        passages=[*_topical(11, evidence=0.5, store=store), far],
+        embed=words_384,
+        max_quotes=1,
+    )
+    if store:  # every passage with stored sentences is ranked by them
+        assert draft.passages == [far]
+    else:  # a turn embeds the sentences of the first few only: the 12th is never scored
+        assert draft.passages != [far]
+
+
+def test_headings_past_the_first_passages_are_embedded_only_for_a_quoted_passage():
+    from conversations.orchestrator.base import TurnEmbedder
+
+    calls: list[list[str]] = []
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        calls.append(list(texts))
+        return words_384(texts)
+
+    asked = "can the printer print the page upside down, turned 180 degrees"
+    far = stored(
+        ROTATE, evidence=0.45, chunk_id=7, document_id=7, heading_path=["Options", "Layout"]
+    )
+    passages = [*_topical(11, evidence=0.5, store=True), far]
+    extractive_draft(
+        query=asked, passages=passages, embed=TurnEmbedder(counting, shared=None), max_quotes=1
+    )
+    first_call = set(calls[0])
+    assert {f"Labels {i}" for i in range(extractive.HEADINGS_EMBEDDED)} <= first_call
+    assert not {f"Labels {i}" for i in range(extractive.HEADINGS_EMBEDDED, 11)} & first_call
+    assert not any(f"Labels {i}" in c for c in calls[1:] for i in range(11))
