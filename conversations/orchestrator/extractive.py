@@ -36,7 +36,8 @@ CANDIDATES = 24
 # question: in an FAQ the heading is the question, and the entry under it is the answer.
 HEADING_WEIGHT = 0.3
 # ...plus this share of their best sentence's score (`compose.unit_scores`: cosine to the
-# question and word overlap), for the first RANKED_BY_SENTENCE of them: a passage that holds
+# question and word overlap), for every passage whose sentence vectors are stored and the
+# first RANKED_BY_SENTENCE of those without: a passage that holds
 # a sentence saying what was asked outranks one that shares only the topic or a heading's
 # words. On the fourteen development sets (663 questions) 566 -> 574 key facts (+17 -8) at
 # 0.3 and the first five of eight; 0.2-0.5 the same; the first three 569, the first four 571,
@@ -55,10 +56,10 @@ RANKED_BY_SENTENCE = 5
 # than 0.5 and none fewer ("on windows git diff says my utf-16 files are binary" under "I'm on
 # Windows and my text files are detected as binary."); 0.3 the same as 0.4.
 LEAD_MIN_SIM = 0.4
+LEAD_MIN_COSINE = 0.6
 # The headings of this many passages (ranked by evidence and heading words) are embedded with
 # the question; another is embedded only if its passage is quoted (24 headings cost ~150 ms).
 HEADINGS_EMBEDDED = 8
-LEAD_MIN_COSINE = 0.6
 # The first quote is also an entry's answer when its heading asks any question: the search
 # and the ranking above chose that entry, and in an FAQ its opening answers it, however the
 # customer worded theirs ("how do i get an id column that counts up by itself" under "How do
@@ -106,8 +107,8 @@ def extractive_draft(
     quote cited, its card showing the passage around it.
 
     At most `max_quotes` quotes (a hedged reply quotes two). Passages are ranked by
-    evidence, by how well their heading asks the question and (the first few) by how well
-    their best sentence answers it; a
+    evidence, by how well their heading asks the question and by how well their best
+    sentence answers it (passages with stored sentence vectors, and the first few others); a
     follow-up's passages were found with the question it follows (`followup`), its quote is
     chosen for its own words."""
     candidates = passages[:CANDIDATES]
