@@ -10,6 +10,7 @@ in the order `passage_sentences` splits the passage), and a turn reads them with
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
@@ -42,10 +43,16 @@ def sentence_vectors_embed(
 
 def sentence_vectors_read(text: str, blob: bytes | memoryview | None) -> dict[str, np.ndarray]:
     """Each sentence of `text` with its stored vector (float32); empty when nothing is stored
-    or the blob does not fit the sentences (stored before the splitter changed)."""
+    or the blob does not fit the sentences (stored before the splitter changed). Do not
+    modify the result: it is shared (a tenant's passages recur across turns)."""
     if not blob or len(blob) % np.dtype(DTYPE).itemsize:
         return {}
-    matrix = np.frombuffer(bytes(blob), dtype=DTYPE)
+    return _read(text, bytes(blob))
+
+
+@lru_cache(maxsize=512)  # ~30 KB each
+def _read(text: str, blob: bytes) -> dict[str, np.ndarray]:
+    matrix = np.frombuffer(blob, dtype=DTYPE)
     sentences = passage_sentences(text)
     if not sentences or matrix.size != len(sentences) * EMBEDDING_DIMENSIONS:
         return {}

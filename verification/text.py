@@ -106,8 +106,11 @@ def words(text: str) -> list[str]:
     return _words(text)
 
 
-def content_words(text: str) -> set[str]:
-    return {_stem(w) for w in _words(text) if w not in STOPWORDS and w not in NEGATIONS}
+@lru_cache(maxsize=32768)
+def content_words(text: str) -> frozenset[str]:
+    """The text's stemmed words without stop words and negations. Cached: a help center's
+    sentences recur across turns (each turn scores every sentence of 24 passages)."""
+    return frozenset(_stem(w) for w in _words(text) if w not in STOPWORDS and w not in NEGATIONS)
 
 
 def stem(word: str) -> str:

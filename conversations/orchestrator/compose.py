@@ -35,6 +35,7 @@ import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -281,9 +282,16 @@ def compose(
 def split_passage(text: str, continuation: str = "") -> tuple[str, list[Unit], list[Unit]]:
     """(text + continuation, its units, the units that start in `text`: the only ones a quote
     may be anchored at, and so the only ones scored)."""
+    whole, units, own = _split_passage(text, continuation)
+    return whole, list(units), list(own)
+
+
+@lru_cache(maxsize=1024)
+def _split_passage(text: str, continuation: str) -> tuple[str, tuple[Unit, ...], tuple[Unit, ...]]:
+    """Cached: a tenant's passages recur across turns, and a turn splits up to 24 of them."""
     whole = text + continuation
     units = passage_units(whole)
-    return whole, units, [u for u in units if u.start < len(text.rstrip())]
+    return whole, tuple(units), tuple(u for u in units if u.start < len(text.rstrip()))
 
 
 def heading_similarity(query: str, headings: Sequence[str]) -> list[float]:
