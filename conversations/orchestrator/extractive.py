@@ -118,7 +118,7 @@ def extractive_draft(
         embed = TurnEmbedder(embed, shared=None)  # each text embedded once here too
     stored = set()  # passages whose sentences were embedded when they were indexed
     for passage in candidates:
-        vectors = sentence_vectors_read(passage.text, getattr(passage, "sentence_vectors", b""))
+        vectors = sentence_vectors_read(passage.text, passage.sentence_vectors)
         if vectors:
             embed.seed(vectors)
             stored.add(passage.chunk_id)
@@ -131,10 +131,11 @@ def extractive_draft(
     # loop below composes from the same units, split as `compose` splits them (the seam may
     # join two), and embeds a heading further down only when it quotes its passage.
     unstored = [p.chunk_id for p, _, _ in ranked if p.chunk_id not in stored]
+    scored = stored | set(unstored[:RANKED_BY_SENTENCE])
     units = {
         p.chunk_id: compose.split_passage(p.text, p.continuation)[2]
         for p, _, _ in ranked
-        if p.chunk_id in stored or p.chunk_id in unstored[:RANKED_BY_SENTENCE]
+        if p.chunk_id in scored
     }
     distinct = sorted({h for _, _, h in ranked[:HEADINGS_EMBEDDED] if h})
     embed([query, *distinct, *(u.text for own in units.values() for u in own)])
