@@ -28,6 +28,7 @@ $(STAMP): requirements.lock pyproject.toml
 	@touch $(STAMP)
 
 run: setup
+	$(PY) manage.py services start
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v0
 	$(PY) manage.py seed_demo
@@ -35,10 +36,12 @@ run: setup
 
 test: setup
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	SUPPORTBOT_REDIS_DB=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m ruff format --check .
 
 services-status: setup

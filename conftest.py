@@ -1,4 +1,5 @@
-"""Shared fixtures. Settings have already started the embedded services when no URLs are set."""
+"""Shared fixtures. The embedded services were started by `config.pytest_services` (a plugin
+pyproject's addopts load first): importing settings never starts them."""
 
 import contextlib
 import os

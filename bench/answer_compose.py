@@ -31,7 +31,7 @@ SETS = {
 
 
 def run(corpus: str) -> dict:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportbot.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

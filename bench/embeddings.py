@@ -32,7 +32,7 @@ OUT = ROOT / "bench" / "out"
 
 
 def child(texts: int, callers: int, coalesce: int) -> dict:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportbot.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

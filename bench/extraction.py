@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
 
         django_setup(bench_database_url())
     else:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportbot.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         import django
 
         django.setup()

@@ -31,7 +31,7 @@ os.environ.setdefault("INFERENCE_TENANT_MAX_CONCURRENCY", "64")
 os.environ.setdefault("INFERENCE_FIRST_BYTE_TIMEOUT_S", "120")
 os.environ.setdefault("INFERENCE_IDLE_TIMEOUT_S", "60")
 os.environ.setdefault("INFERENCE_QUEUE_DEADLINE_S", "30")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportbot.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import django  # noqa: E402

@@ -139,7 +139,7 @@ def bench_database_url() -> str:
 
 def django_setup(url: str) -> None:
     os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportbot.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

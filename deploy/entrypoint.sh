@@ -9,7 +9,7 @@ case "$role" in
         # No --proxy-headers: TRUSTED_PROXIES decides whose X-Forwarded-* count.
         exec daphne -b "${BIND:-0.0.0.0}" -p "${PORT:-8000}" \
             --application-close-timeout "${DAPHNE_CLOSE_TIMEOUT_S:-10}" \
-            supportbot.asgi:application "$@" ;;
+            config.asgi:application "$@" ;;
     worker)
         exec python manage.py qcluster "$@" ;;
     migrate)

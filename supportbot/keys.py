@@ -48,6 +48,20 @@ def dev_secret_key(var_dir: Path) -> str:
     return key
 
 
+def dev_secret_key_read(var_dir: Path) -> str:
+    """The development secret in `var_dir/secret-key`, or "" when it was never written.
+
+    Reads only: settings call this, and `manage.py services start` writes the file."""
+    path = var_dir / SECRET_FILE_NAME
+    try:
+        key = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return ""
+    if len(key) < 50:
+        raise ValueError(f"{path} holds no usable key; delete it to generate a new one.")
+    return key
+
+
 def derive_key(secret: str, purpose: str, length: int = 32) -> bytes:
     """`length` bytes for `purpose` derived from `secret` (HKDF-SHA256, no salt)."""
     return HKDF(
@@ -90,6 +104,15 @@ def dev_master_keyring(var_dir: Path) -> str:
     if stat.S_IMODE(path.stat().st_mode) & 0o077:
         path.chmod(0o600)
     return path.read_text(encoding="ascii").strip()
+
+
+def dev_master_keyring_read(var_dir: Path) -> list[str]:
+    """The development keyring entries in `var_dir/master-keys`, or [] when never written."""
+    try:
+        text = (var_dir / MASTER_KEY_FILE_NAME).read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return []
+    return [text] if text else []
 
 
 def parse_master_keyring(entries: list[str]) -> dict[str, bytes]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from conversations import events
 from conversations.models import Message
@@ -26,8 +26,21 @@ Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
 # CPU work (embeddings, verification) runs here, never on the event loop or the database
 # thread: at most one task per core at a time, whatever the number of concurrent turns.
-CPU_WORKERS = max(1, int(os.environ.get("ORCHESTRATOR_CPU_WORKERS", os.cpu_count() or 2)))
-_cpu_pool = ThreadPoolExecutor(max_workers=CPU_WORKERS, thread_name_prefix="turn-cpu")
+# Sized by settings.ORCHESTRATOR_CPU_WORKERS, created on first use (not at import).
+_cpu_pool: ThreadPoolExecutor | None = None
+_cpu_pool_lock = threading.Lock()
+
+
+def cpu_pool() -> ThreadPoolExecutor:
+    """The process's executor for a turn's CPU work, created once."""
+    global _cpu_pool
+    if _cpu_pool is None:
+        with _cpu_pool_lock:
+            if _cpu_pool is None:
+                _cpu_pool = ThreadPoolExecutor(
+                    max_workers=settings.ORCHESTRATOR_CPU_WORKERS, thread_name_prefix="turn-cpu"
+                )
+    return _cpu_pool
 
 
 async def noop(event: dict[str, Any]) -> None:
@@ -47,17 +60,25 @@ def db(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
 async def cpu(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """Run CPU-bound `fn` in the bounded pool (sized to the cores)."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_cpu_pool, functools.partial(fn, *args, **kwargs))
+    return await loop.run_in_executor(cpu_pool(), functools.partial(fn, *args, **kwargs))
 
 
 class SentenceVectors:
     """A process-wide LRU of sentence embeddings (passage sentences recur across turns: the
     same help-center passages answer many questions). Thread-safe; bounded in entries."""
 
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max_entries
+    def __init__(self, max_entries: int | None = None) -> None:
+        """Keep at most `max_entries` (default: settings.ORCHESTRATOR_SENTENCE_CACHE_ENTRIES,
+        read on use)."""
+        self._max_entries = max_entries
         self._data: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def max_entries(self) -> int:
+        if self._max_entries is not None:
+            return self._max_entries
+        return settings.ORCHESTRATOR_SENTENCE_CACHE_ENTRIES
 
     def get_many(self, texts: list[str]) -> dict[str, np.ndarray]:
         found = {}
@@ -82,9 +103,7 @@ class SentenceVectors:
                 self._data.popitem(last=False)
 
 
-SENTENCE_VECTORS = SentenceVectors(
-    int(os.environ.get("ORCHESTRATOR_SENTENCE_CACHE_ENTRIES", "20000"))
-)
+SENTENCE_VECTORS = SentenceVectors()  # bounded by settings.ORCHESTRATOR_SENTENCE_CACHE_ENTRIES
 
 
 class TurnEmbedder:

@@ -16,7 +16,7 @@ import django
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportbot.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from asgiref.sync import async_to_sync
 

@@ -8,11 +8,11 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 
 from actions import services as action_services
+from config.asgi import application
 from conversations import services
 from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
 from conversations.orchestrator.turn import _slots
-from supportbot.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]

@@ -8,9 +8,9 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from config.asgi import application
 from conversations.models import Conversation
 from handoffs import services as handoff_services
-from supportbot.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]

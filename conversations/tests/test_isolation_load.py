@@ -14,9 +14,9 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from actions import services as action_services
+from config.asgi import application
 from conversations.identity import identity_token_make
 from conversations.tests.helpcenter import RETURNS_MD, index_document
-from supportbot.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]

@@ -6,11 +6,11 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from config.asgi import application
 from conversations import limits
 from conversations.models import Conversation, Customer, Message
 from conversations.tests.test_consumers import ORIGIN, connect, receive_until, start
 from supportbot import ratelimit
-from supportbot.asgi import application
 from supportbot.errors import RateLimited
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -41,7 +41,7 @@ def test_the_policy_is_set_before_torch_loads_with_the_model():
     out = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env={**env, "DJANGO_SETTINGS_MODULE": "supportbot.settings"},
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
         capture_output=True,
         text=True,
         timeout=120,

@@ -104,7 +104,7 @@ def test_make_run_processes_connect_as_the_runtime_role(tmp_path):
             "WHERE rolname = current_user)'); print(c.fetchone())",
         ],
         cwd=ROOT,
-        env={**env, "SUPPORTBOT_DB_ROLE": "app", "DJANGO_SETTINGS_MODULE": "supportbot.settings"},
+        env={**env, "SUPPORTBOT_DB_ROLE": "app", "DJANGO_SETTINGS_MODULE": "config.settings"},
         capture_output=True,
         text=True,
         timeout=180,

@@ -108,7 +108,7 @@ def test_database_url_path_starts_nothing_embedded(service_tmp, monkeypatch):
                 " 'embedded': [settings.EMBEDDED_POSTGRES, settings.EMBEDDED_REDIS]}))",
             ],
             cwd=ROOT,
-            env={**app_env, "DJANGO_SETTINGS_MODULE": "supportbot.settings"},
+            env={**app_env, "DJANGO_SETTINGS_MODULE": "config.settings"},
             capture_output=True,
             text=True,
             timeout=120,

@@ -17,6 +17,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection, connections, transaction
 
 from actions.models import ActionRequest
+from config.asgi import application
 from conversations import services as conversation_services
 from conversations.models import Conversation, Feedback, Message
 from conversations.orchestrator import answer_cache
@@ -26,7 +27,6 @@ from handoffs import services as handoff_services
 from handoffs.models import Handoff, InternalNote
 from knowledge import selectors as knowledge
 from supportbot import encryption
-from supportbot.asgi import application
 from supportbot.models import DataKey
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from supportbot import warmup
+from knowledge import warmup
 
 
 @pytest.fixture

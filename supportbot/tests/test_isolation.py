@@ -25,6 +25,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from actions.models import ActionRequest
+from config.asgi import application
+from config.routing import websocket_urlpatterns
 from conversations import events
 from conversations import services as conversation_services
 from conversations.consumers import ChatConsumer
@@ -34,9 +36,7 @@ from handoffs import services as handoff_services
 from handoffs.consumers import ConsoleConsumer
 from handoffs.models import Handoff, InternalNote
 from knowledge.models import Document
-from supportbot.asgi import application
 from supportbot.models import Tenant
-from supportbot.routing import websocket_urlpatterns
 from supportbot.services import Actor, api_key_create, audit_event_record
 from supportbot.tests.factories import MembershipFactory, TenantFactory
 

@@ -47,7 +47,7 @@ def run_django(tmp_path, args: list[str], **env: str) -> subprocess.CompletedPro
         cwd=ROOT,
         env={
             **clean,
-            "DJANGO_SETTINGS_MODULE": "supportbot.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "SUPPORTBOT_VAR_DIR": str(tmp_path / "var"),
             **env,
         },

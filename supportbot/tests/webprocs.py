@@ -1,7 +1,7 @@
 """Real daphne processes serving the product on the test database (loopback, free ports).
 
 Tests that need real HTTP between clients and several web processes use `start_web`: each
-process is `python -m daphne supportbot.asgi:application` with `DATABASE_URL` naming the
+process is `python -m daphne config.asgi:application` with `DATABASE_URL` naming the
 pytest database, so rows committed by a `transaction=True` test are what it serves.
 """
 
@@ -71,7 +71,7 @@ def start_web(
                     "127.0.0.1",
                     "-p",
                     str(port),
-                    "supportbot.asgi:application",
+                    "config.asgi:application",
                 ],
                 cwd=ROOT,
                 env=env,

@@ -7,7 +7,10 @@ from supportbot import devservices
 
 
 class Command(BaseCommand):
-    help = "Manage the embedded services: status (default), start or stop."
+    help = (
+        "Manage the embedded services: status (default), start or stop. `start` also writes "
+        "the development keys under var/ (once) and grants the runtime database role."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -15,14 +18,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, action: str, **options):
-        if action == "start":
-            # Settings already started what is embedded; report it.
-            action = "status"
         if action == "stop":
             stopped = devservices.services_stop()
             for name, was_running in stopped.items():
                 self.stdout.write(f"{name}: {'stopped' if was_running else 'was not running'}")
             return
+        if action == "start":
+            self._start()
         embedded = {"postgres": settings.EMBEDDED_POSTGRES, "valkey": settings.EMBEDDED_REDIS}
         for status in devservices.services_status():
             if not embedded[status.name]:
@@ -33,3 +35,15 @@ class Command(BaseCommand):
                 f"{status.name}: {state} pid={status.pid or '-'} data={status.data_dir} "
                 f"url={status.url or '-'}"
             )
+
+    def _start(self) -> None:
+        """Start what settings name as embedded; write dev keys; grant the runtime role."""
+        if settings.EMBEDDED_POSTGRES:
+            devservices.postgres_start()
+            # Re-run after migrations (scripts/run.sh does): the audit trail's table must
+            # exist for its UPDATE/DELETE to be revoked from the runtime role.
+            devservices.postgres_app_role_grant()
+        if settings.EMBEDDED_REDIS:
+            devservices.valkey_start()
+        if settings.DEV_HTTP:
+            devservices.dev_files_write()

@@ -1,4 +1,4 @@
-"""WebSocket routes of all apps, collected for supportbot.asgi."""
+"""WebSocket routes of all apps, collected for config.asgi."""
 
 from django.conf import settings
 

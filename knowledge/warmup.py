@@ -32,6 +32,12 @@ def state() -> str:
     return _state
 
 
+def readiness() -> str | None:
+    """The `embeddings` check of `/readyz`: None in a process that never warms up."""
+    current = state()
+    return None if current == NOT_STARTED else current
+
+
 def start() -> bool:
     """Start the warm-up once per process (no-op when the setting is off or it already ran);
     return whether this call started it."""

@@ -4,15 +4,15 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportbot.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from config.routing import websocket_urlpatterns  # noqa: E402
 from inference.asgi import PoolPollerMiddleware  # noqa: E402
-from supportbot import warmup  # noqa: E402
-from supportbot.routing import websocket_urlpatterns  # noqa: E402
+from knowledge import warmup  # noqa: E402
 
 # Origins are checked per route: the console accepts only our own hosts at the handshake
 # (handoffs.routing); the customer chat checks the tenant's allowed origins at session.start.

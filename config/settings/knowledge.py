@@ -1,0 +1,22 @@
+"""Knowledge: embeddings backend, upload and extraction limits."""
+
+from config.env import env
+
+# --------------------------------------------------------------------------- knowledge
+KNOWLEDGE_EMBEDDINGS_BACKEND = env.str("EMBEDDINGS_BACKEND", default="local")  # local | openai
+KNOWLEDGE_EMBEDDINGS_URL = env.str("EMBEDDINGS_URL", default="")
+KNOWLEDGE_EMBEDDINGS_MODEL = env.str("EMBEDDINGS_MODEL", default="all-MiniLM-L6-v2")
+KNOWLEDGE_EMBEDDINGS_API_KEY = env.str("EMBEDDINGS_API_KEY", default="")
+KNOWLEDGE_EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=30.0)
+# Local model: concurrent callers' texts are encoded together, one model call at a time, up to
+# this many texts per call (0: every caller encodes on its own thread).
+KNOWLEDGE_EMBEDDINGS_COALESCE_MAX = env.int("EMBEDDINGS_COALESCE_MAX", default=256)
+# A web process loads the local model in the background as it starts (`/readyz` answers 503
+# until it has), so the first customer does not wait ~4 s for it.
+KNOWLEDGE_EMBEDDINGS_WARMUP = env.bool("EMBEDDINGS_WARMUP", default=True)
+KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=10 * 1024 * 1024)
+KNOWLEDGE_STUCK_AFTER_SECONDS = env.int("KNOWLEDGE_STUCK_AFTER_SECONDS", default=900)
+KNOWLEDGE_EXACT_SCAN_MAX_ROWS = env.int("KNOWLEDGE_EXACT_SCAN_MAX_ROWS", default=5000)
+KNOWLEDGE_MAX_TEXT_CHARS = env.int("KNOWLEDGE_MAX_TEXT_CHARS", default=12_000_000)
+KNOWLEDGE_PDF_MAX_PAGES = env.int("KNOWLEDGE_PDF_MAX_PAGES", default=1000)
+KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = env.float("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS", default=120.0)
