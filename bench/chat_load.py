@@ -325,6 +325,7 @@ async def vllm_level(
 
 
 async def _stream(client: httpx.AsyncClient, url: str, turn: Turn, messages, timeout) -> None:
+    """Stream one completion straight from the worker; fill `turn` (times, errors, tokens)."""
     body = {
         "model": SERVED_MODEL,
         "messages": messages,
@@ -342,30 +343,40 @@ async def _stream(client: httpx.AsyncClient, url: str, turn: Turn, messages, tim
             if r.status_code != 200:
                 turn.error = f"http {r.status_code}"
                 return
-            async for line in r.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line[6:]
-                if data == "[DONE]":
-                    turn.full_s = time.perf_counter() - sent
-                    turn.kind = "completion"
-                    if turn.first_s is None:
-                        turn.first_s = turn.full_s
-                    return
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    turn.error = "error chunk"
-                    return
-                if chunk.get("usage"):
-                    turn.prompt_tokens = chunk["usage"].get("prompt_tokens")
-                for choice in chunk.get("choices") or []:
-                    if (choice.get("delta") or {}).get("content") and turn.first_s is None:
-                        turn.first_s = time.perf_counter() - sent
-            turn.error = "stream ended without [DONE]"
+            await _read_completion(r, turn, sent)
     except TimeoutError:
         turn.error = "timeout"
     except httpx.HTTPError as exc:
         turn.error = f"http: {type(exc).__name__}"
+
+
+async def _read_completion(r: httpx.Response, turn: Turn, sent: float) -> None:
+    """Read the SSE body of a 200 answer into `turn` until `[DONE]` or an error chunk."""
+    async for line in r.aiter_lines():
+        if not line.startswith("data: "):
+            continue
+        data = line[6:]
+        if data == "[DONE]":
+            turn.full_s = time.perf_counter() - sent
+            turn.kind = "completion"
+            if turn.first_s is None:
+                turn.first_s = turn.full_s
+            return
+        chunk = json.loads(data)
+        if "error" in chunk:
+            turn.error = "error chunk"
+            return
+        _note_chunk(turn, chunk, sent)
+    turn.error = "stream ended without [DONE]"
+
+
+def _note_chunk(turn: Turn, chunk: dict, sent: float) -> None:
+    """Take the prompt tokens of a usage chunk and the time of the first content delta."""
+    if chunk.get("usage"):
+        turn.prompt_tokens = chunk["usage"].get("prompt_tokens")
+    for choice in chunk.get("choices") or []:
+        if (choice.get("delta") or {}).get("content") and turn.first_s is None:
+            turn.first_s = time.perf_counter() - sent
 
 
 # --------------------------------------------------------------------------- run
@@ -499,9 +510,21 @@ def _ratio(a: float, b: float) -> str:
 
 
 def report(result: dict, meta: dict) -> str:
+    """The Markdown report of one run: product table, references, ratios, answer paths, targets."""
     levels = [lv for lv in result["levels"] if "product" in lv]
     with_worker = meta["worker"] is not None
-    lines = [
+    lines = _report_intro(meta)
+    lines += _product_table(result["levels"], levels)
+    lines += _reference_table(levels, with_worker=with_worker)
+    lines += _ratio_table(levels)
+    lines += _answer_path_table(levels)
+    lines += _targets(levels, meta)
+    return "\n".join(lines)
+
+
+def _report_intro(meta: dict) -> list[str]:
+    """Title and the run's setup: machine, stack, worker, what a chat does."""
+    return [
         "# Chat load (whole stack over WebSocket)",
         "",
         f"Machine: {meta['machine_note']}. Shared with other work unless stated otherwise: "
@@ -515,6 +538,12 @@ def report(result: dict, meta: dict) -> str:
         "words = `message.send` → first `answer.delta`; full answer = → `answer.completed`. "
         "Seconds.",
         "",
+    ]
+
+
+def _product_table(all_levels: list[dict], levels: list[dict]) -> list[str]:
+    """One row per measured level, then one per level skipped (`all_levels` holds both)."""
+    lines = [
         "## Product",
         "",
         "| chats | turns | errors | first words p50 | p95 | p99 | full answer p50 | p95 | p99 "
@@ -524,21 +553,31 @@ def report(result: dict, meta: dict) -> str:
     for lv in levels:
         p = lv["product"]
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(p["kinds"].items()))
-        errors = str(p["errors"])
-        if p["errors"]:
-            errors += " (" + ", ".join(f"{k}: {v}" for k, v in p["error_kinds"].items()) + ")"
-        if p["not_started"]:
-            errors += f"; {p['not_started']} not started"
         lines.append(
-            f"| {lv['concurrency']} | {p['turns']} | {errors} | {_s(p['first_p50'])} | "
+            f"| {lv['concurrency']} | {p['turns']} | {_errors_cell(p)} | {_s(p['first_p50'])} | "
             f"{_s(p['first_p95'])} | {_s(p['first_p99'])} | {_s(p['full_p50'])} | "
             f"{_s(p['full_p95'])} | {_s(p['full_p99'])} | {_rate(p['turns_per_s'])} | {kinds} | "
             f"{p['daphne_cpu_pct']:.0f} | {_idle(p['idle_after_s'])} |"
         )
-    for lv in result["levels"]:
+    for lv in all_levels:
         if "skipped" in lv:
             lines.append(f"| {lv['concurrency']} | skipped ({lv['skipped']}) |" + " |" * 11)
-    lines += [
+    return lines
+
+
+def _errors_cell(p: dict) -> str:
+    """The error count of a level's summary, with its kinds and the turns never started."""
+    errors = str(p["errors"])
+    if p["errors"]:
+        errors += " (" + ", ".join(f"{k}: {v}" for k, v in p["error_kinds"].items()) + ")"
+    if p["not_started"]:
+        errors += f"; {p['not_started']} not started"
+    return errors
+
+
+def _reference_table(levels: list[dict], *, with_worker: bool) -> list[str]:
+    """Echo and (with a worker) direct vLLM figures of the same levels."""
+    lines = [
         "",
         "## References, same run",
         "",
@@ -572,7 +611,12 @@ def report(result: dict, meta: dict) -> str:
             f"| {lv['concurrency']} | {_ms(e['first_p50'])} | {_ms(e['first_p95'])} | "
             f"{_ms(e['first_p99'])} | {_rate(e['turns_per_s'])} | {e['errors']} | {vcols} |"
         )
-    lines += [
+    return lines
+
+
+def _ratio_table(levels: list[dict]) -> list[str]:
+    """Product latencies over echo's and over direct vLLM's, per level."""
+    lines = [
         "",
         "## Ratios",
         "",
@@ -589,7 +633,12 @@ def report(result: dict, meta: dict) -> str:
             f"{_ratio(p['first_p95'], v.get('first_p95'))} | "
             f"{_ratio(p['full_p95'], v.get('full_p95'))} |"
         )
-    lines += [
+    return lines
+
+
+def _answer_path_table(levels: list[dict]) -> list[str]:
+    """Which path gave the product's answers their first words, and the model wait, per level."""
+    lines = [
         "",
         "## Answer paths",
         "",
@@ -610,6 +659,11 @@ def report(result: dict, meta: dict) -> str:
         wait = paths.pop("model_wait_s", 0.0)
         shown = ", ".join(f"{k} {v:.0f}" for k, v in sorted(paths.items())) or "–"
         lines.append(f"| {lv['concurrency']} | {shown} | {wait:.1f} |")
+    return lines
+
+
+def _targets(levels: list[dict], meta: dict) -> list[str]:
+    """The latency and error targets, each met or not, and the closing notes."""
     by_n = {lv["concurrency"]: lv["product"] for lv in levels}
 
     def target(n: int, text: str, check) -> str:
@@ -618,7 +672,7 @@ def report(result: dict, meta: dict) -> str:
         value, ok = check(by_n[n])
         return f"- {text}: {value} — {'met' if ok else 'NOT met'}"
 
-    lines += [
+    return [
         "",
         "## Targets",
         "",
@@ -643,7 +697,6 @@ def report(result: dict, meta: dict) -> str:
         f"Raw samples: chat_load.json. Run took {meta['run_s']:.0f} s.",
         "",
     ]
-    return "\n".join(lines)
 
 
 def plot(result: dict, path: Path) -> None:

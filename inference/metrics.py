@@ -121,50 +121,77 @@ def _bound_from_json(le: float | str) -> float:
 
 def parse_vllm_metrics(text: str) -> WorkerMetrics:
     """Parse a `/metrics` body; raise MetricsParseError if it holds no vLLM request gauges."""
+    totals = _ScrapeTotals()
+    for family in _metric_families(text):
+        if family.name in _GAUGES or family.name in _COUNTERS:
+            totals.add_series(family)
+        elif family.name in _HISTOGRAMS:
+            totals.add_histogram(family)
+    return totals.metrics()
+
+
+def _metric_families(text: str) -> list:
+    """All metric families of a scrape; raise MetricsParseError if it is not Prometheus text."""
     try:
-        families = list(text_string_to_metric_families(text))
+        return list(text_string_to_metric_families(text))
     except Exception as exc:  # the parser raises bare ValueError/TypeError/IndexError
         raise MetricsParseError(f"not Prometheus text: {exc}") from exc
 
-    out = WorkerMetrics()
-    seen: set[str] = set()
-    deprecated_kv = None
-    buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-    models: set[str] = set()
-    for family in families:
+
+@dataclass
+class _ScrapeTotals:
+    """The vLLM families of one scrape summed over engines, as they are read."""
+
+    out: WorkerMetrics = field(default_factory=WorkerMetrics)
+    seen: set[str] = field(default_factory=set)
+    deprecated_kv: float | None = None
+    buckets: dict[str, dict[float, float]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(float))
+    )
+    models: set[str] = field(default_factory=set)
+
+    def add_series(self, family) -> None:
+        """Add a gauge or counter family: its samples' sum, and the model names it labels."""
         name = family.name
-        if name in _GAUGES or name in _COUNTERS:
-            attr = _GAUGES.get(name) or _COUNTERS[name]
-            suffix = "_total" if name in _COUNTERS else ""
-            total = sum(s.value for s in family.samples if s.name == name + suffix)
-            for s in family.samples:
-                if "model_name" in s.labels:
-                    models.add(s.labels["model_name"])
-            if attr == "_kv_cache_usage_deprecated":
-                deprecated_kv = total
-            else:
-                setattr(out, attr, float(total))
-                seen.add(attr)
-        elif name in _HISTOGRAMS:
-            attr = _HISTOGRAMS[name]
-            hist: Histogram = getattr(out, attr)
-            for s in family.samples:
-                if s.name == name + "_bucket":
-                    buckets[attr][float(s.labels["le"])] += s.value
-                elif s.name == name + "_sum":
-                    hist.sum += s.value
-                elif s.name == name + "_count":
-                    hist.count += s.value
-            seen.add(attr)
-    for attr, by_bound in buckets.items():
-        getattr(out, attr).buckets = sorted(by_bound.items())
-    if "kv_cache_usage" not in seen and deprecated_kv is not None:
-        out.kv_cache_usage = float(deprecated_kv)
-        seen.add("kv_cache_usage")
-    if not {"running", "waiting"} <= seen:
-        raise MetricsParseError("no vllm:num_requests_running / vllm:num_requests_waiting series")
-    out.model_names = sorted(models)
-    return out
+        attr = _GAUGES.get(name) or _COUNTERS[name]
+        suffix = "_total" if name in _COUNTERS else ""
+        total = sum(s.value for s in family.samples if s.name == name + suffix)
+        for s in family.samples:
+            if "model_name" in s.labels:
+                self.models.add(s.labels["model_name"])
+        if attr == "_kv_cache_usage_deprecated":
+            self.deprecated_kv = total
+        else:
+            setattr(self.out, attr, float(total))
+            self.seen.add(attr)
+
+    def add_histogram(self, family) -> None:
+        """Add a histogram family: bucket counts by bound, sum and count."""
+        name = family.name
+        attr = _HISTOGRAMS[name]
+        hist: Histogram = getattr(self.out, attr)
+        for s in family.samples:
+            if s.name == name + "_bucket":
+                self.buckets[attr][float(s.labels["le"])] += s.value
+            elif s.name == name + "_sum":
+                hist.sum += s.value
+            elif s.name == name + "_count":
+                hist.count += s.value
+        self.seen.add(attr)
+
+    def metrics(self) -> WorkerMetrics:
+        """The finished WorkerMetrics; raise MetricsParseError without the request gauges."""
+        for attr, by_bound in self.buckets.items():
+            getattr(self.out, attr).buckets = sorted(by_bound.items())
+        if "kv_cache_usage" not in self.seen and self.deprecated_kv is not None:
+            self.out.kv_cache_usage = float(self.deprecated_kv)
+            self.seen.add("kv_cache_usage")
+        if not {"running", "waiting"} <= self.seen:
+            raise MetricsParseError(
+                "no vllm:num_requests_running / vllm:num_requests_waiting series"
+            )
+        self.out.model_names = sorted(self.models)
+        return self.out
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
