@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from actions.money import Money, read_amounts
+from actions.money import Money, Reading, read_amounts
 
 ORDER_ID = re.compile(r"\b([A-Z]-\d{3,8})\b", re.IGNORECASE)
 # Ids that are not orders: warranty claims, tickets, return authorizations.
@@ -182,24 +182,34 @@ def is_decline(text: str) -> bool:
     return isinstance(text, str) and len(text) <= 60 and bool(DECLINE.match(text.strip()))
 
 
+# After the refund words and an injection check, the first of these that matches the
+# customer's own words names the kind (the order matters: "don't refund my friend's order" is
+# third_party, "what if I asked where my refund is?" is hypothetical, not a question).
+_KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("third_party", THIRD_PARTY),
+    ("negated", NEGATION),
+    ("hypothetical", HYPOTHETICAL),
+    ("sarcasm", SARCASM),
+    ("question", REFUND_QUESTION),
+)
+
+
 def refund_kind(text: str) -> str | None:
     """How `text` relates to a refund: request | question | negated | hypothetical | sarcasm |
     third_party | injection | None (no refund words in the customer's own words)."""
     own = _unquoted(text)
     if not REFUND.search(own):
         return None
-    if INJECTION.search(text):
+    if INJECTION.search(text):  # the whole text, quoted passages included
         return "injection"
-    if THIRD_PARTY.search(own):
-        return "third_party"
-    if NEGATION.search(own):
-        return "negated"
-    if HYPOTHETICAL.search(own):
-        return "hypothetical"
-    if SARCASM.search(own):
-        return "sarcasm"
-    if REFUND_QUESTION.search(own):
-        return "question"
+    for kind, pattern in _KIND_PATTERNS:
+        if pattern.search(own):
+            return kind
+    return _request_or_question(own)
+
+
+def _request_or_question(own: str) -> str:
+    """Tell a plain refund request from a question, for words no pattern above classified."""
     if REQUEST.search(own) or FULL.search(own):
         return "request"
     if "?" in own or QUESTION_WORDS.search(own):
@@ -225,51 +235,71 @@ def propose_from_text(text: str, *, currency: str = "USD") -> Proposal | Clarify
     ids = order_ids(own)
     kind = refund_kind(text)
     if kind == "request":
-        if THIRD_PARTY.search(own):
-            return Clarify("not_yours", ids[0] if ids else None)
-        if len(ids) > 1:
-            return Clarify("which_order", detail={"order_ids": ids})
-        reading = read_amounts(own)
-        amounts = reading.distinct()
-        full = bool(FULL.search(own))
-        if not ids:
-            return Clarify("which_order") if amounts or full else None
-        order_id = ids[0]
-        if reading.ambiguous:
-            return Clarify("ambiguous_amount", order_id, {"written": reading.ambiguous[0]})
-        if len(amounts) > 1:
-            return Clarify("which_amount", order_id, {"amounts": [str(m) for m in amounts]})
-        if amounts:
-            money = amounts[0]
-            if money.currency != currency:
-                return Clarify(
-                    "foreign_currency", order_id, {"written": money.written, "currency": currency}
-                )
-            return Proposal(
-                tool="request_refund",
-                arguments={
-                    "order_id": order_id,
-                    **_money_arguments(money),
-                    "reason": "Customer asked for a refund in chat.",
-                },
-                detail={"amount_written": money.written},
-            )
-        if full:
-            return Proposal(
-                tool="request_refund",
-                arguments={
-                    "order_id": order_id,
-                    "amount": "full",
-                    "currency": currency,
-                    "reason": "Customer asked for a full refund in chat.",
-                },
-                detail={"amount_written": "full refund"},
-            )
-        if reading.bare_numbers:
-            return Clarify("ambiguous_amount", order_id, {"written": reading.bare_numbers[0]})
+        return _refund_request(own, ids, currency)
+    return _order_lookup(own, ids, kind)
+
+
+def _refund_request(own: str, ids: list[str], currency: str) -> Proposal | Clarify | None:
+    """A refund request: propose it for its one order, or ask which order (or none at all)."""
+    if THIRD_PARTY.search(own):
+        return Clarify("not_yours", ids[0] if ids else None)
+    if len(ids) > 1:
+        return Clarify("which_order", detail={"order_ids": ids})
+    reading = read_amounts(own)
+    full = bool(FULL.search(own))
+    if not ids:
+        return Clarify("which_order") if reading.distinct() or full else None
+    return _refund_of_order(ids[0], reading, full, currency)
+
+
+def _refund_of_order(
+    order_id: str, reading: Reading, full: bool, currency: str
+) -> Proposal | Clarify:
+    """A refund request for `order_id`: its one readable amount, "full", or a question back."""
+    amounts = reading.distinct()
+    if reading.ambiguous:
+        return Clarify("ambiguous_amount", order_id, {"written": reading.ambiguous[0]})
+    if len(amounts) > 1:
+        return Clarify("which_amount", order_id, {"amounts": [str(m) for m in amounts]})
+    if amounts:
+        return _amount_refund(order_id, amounts[0], currency)
+    if full:
         return Proposal(
-            tool="check_order", arguments={"order_id": order_id}, follow_up="ask_refund_amount"
+            tool="request_refund",
+            arguments={
+                "order_id": order_id,
+                "amount": "full",
+                "currency": currency,
+                "reason": "Customer asked for a full refund in chat.",
+            },
+            detail={"amount_written": "full refund"},
         )
+    if reading.bare_numbers:
+        return Clarify("ambiguous_amount", order_id, {"written": reading.bare_numbers[0]})
+    return Proposal(
+        tool="check_order", arguments={"order_id": order_id}, follow_up="ask_refund_amount"
+    )
+
+
+def _amount_refund(order_id: str, money: Money, currency: str) -> Proposal | Clarify:
+    """The refund of `money` on `order_id`, or a question back when it is another currency."""
+    if money.currency != currency:
+        return Clarify(
+            "foreign_currency", order_id, {"written": money.written, "currency": currency}
+        )
+    return Proposal(
+        tool="request_refund",
+        arguments={
+            "order_id": order_id,
+            **_money_arguments(money),
+            "reason": "Customer asked for a refund in chat.",
+        },
+        detail={"amount_written": money.written},
+    )
+
+
+def _order_lookup(own: str, ids: list[str], kind: str | None) -> Proposal | Clarify | None:
+    """Anything but a refund request: look its one order up, ask which order, or None."""
     if kind == "third_party":
         return Clarify("not_yours", ids[0] if ids else None) if ids else None
     if len(ids) != 1:  # none, or several: the bot asks which order (or answers from docs)

@@ -133,33 +133,48 @@ def customer_text(action: ActionRequest) -> str:
     """The customer-facing sentence(s) for the action's current ledger state."""
     if action.state == State.REJECTED:
         return _rejected(action)
+    if action.state in (State.CANCELLED, State.EXPIRED):
+        return _withdrawn(action)
     if action.state == State.AWAITING_CONFIRMATION and action.tool == "request_refund":
         return (
             f"I can request a {_what(action)}. Please confirm to go ahead, or cancel. "
             f"{proposal_next_step(action)}"
         )
-    if action.state == State.CANCELLED:
-        if action.error_code == "duplicate":
-            return "That refund was already requested."
-        return f"OK — I won't request the {_what(action)}. Nothing was refunded."
-    if action.state == State.EXPIRED:
-        return (
-            f"The proposed {_what(action)} expired before it was confirmed, so nothing was "
-            "refunded. Ask again if you still want it."
-        )
     if action.state == State.FAILED and action.attempts == 0:
-        if action.error_code in ("order_not_found",):
-            return NOT_FOUND
-        if action.error_code == "amount_exceeds_order":
-            return (
-                f"The {_what(action)} can't be made: the order no longer has that much left to "
-                "refund. Nothing was refunded."
-            )
-        return UNAVAILABLE
+        return _failed_unsent(action)
     if action.tool == "check_order":
         if action.state == State.SUCCEEDED:
             return _order_text(action.result or action.order_snapshot)
         return "I'm looking up that order now."
+    return _refund_progress(action)
+
+
+def _withdrawn(action: ActionRequest) -> str:
+    """A proposal nobody confirmed: cancelled (or a duplicate) or expired."""
+    if action.state == State.CANCELLED:
+        if action.error_code == "duplicate":
+            return "That refund was already requested."
+        return f"OK — I won't request the {_what(action)}. Nothing was refunded."
+    return (
+        f"The proposed {_what(action)} expired before it was confirmed, so nothing was "
+        "refunded. Ask again if you still want it."
+    )
+
+
+def _failed_unsent(action: ActionRequest) -> str:
+    """A failure before anything was sent to the provider."""
+    if action.error_code in ("order_not_found",):
+        return NOT_FOUND
+    if action.error_code == "amount_exceeds_order":
+        return (
+            f"The {_what(action)} can't be made: the order no longer has that much left to "
+            "refund. Nothing was refunded."
+        )
+    return UNAVAILABLE
+
+
+def _refund_progress(action: ActionRequest) -> str:
+    """How far the refund has got: being submitted, under review, sent, or settled."""
     what = _what(action)
     if action.state == State.SUCCEEDED:
         return (

@@ -106,46 +106,65 @@ def read_amounts(text: str) -> Reading:
     reading = Reading()
     if not isinstance(text, str) or not text:
         return reading
+    tokens = _TOKEN.findall(_with_digits(text))
+    for i, token in enumerate(tokens):
+        if token[0].isdigit():
+            before = tokens[i - 1] if i > 0 else ""
+            after = tokens[i + 1] if i + 1 < len(tokens) else ""
+            _read_figure(reading, token, before, after)
+    return reading
+
+
+def _with_digits(text: str) -> str:
+    """`text` without its order ids, number words written as digits where the parser can."""
     cleaned = _ORDER_ID.sub(" ", text)
     try:
-        cleaned = words_to_digits(cleaned)
+        return words_to_digits(cleaned)
     except Exception:  # noqa: BLE001 - the parser's own edge cases: read the digits only
-        cleaned = _ORDER_ID.sub(" ", text)
-    tokens = _TOKEN.findall(cleaned)
-    used: set[int] = set()
-    for i, token in enumerate(tokens):
-        if not token[0].isdigit():
-            continue
-        before = tokens[i - 1] if i > 0 else ""
-        after = tokens[i + 1] if i + 1 < len(tokens) else ""
-        # A symbol or code before the figure ("$20", "USD 20"), else a word after ("20 bucks").
-        leading = before.lower() in SYMBOLS or before.lower() in CODES
-        currency = _currency_of(before) if leading else None
-        written = f"{before}{token}" if currency else token
-        if currency is None and after:
-            currency = _currency_of(after)
-            written = f"{token} {after}"
-            if after.lower() in CENT_WORDS:
-                currency, written = "USD-cents", f"{token} {after}"
-        if currency is None:
-            reading.bare_numbers.append(token)
-            continue
-        # A letter glued to the figure ("$1k", "20usd" is split already) makes it unreadable.
-        if after and after.isalpha() and after.lower() in ("k", "m", "mil", "grand"):
-            reading.ambiguous.append(f"{written} {after}")
-            continue
-        if currency == "USD-cents":
-            value = _read_number(token, "USD")
-            if value is None or value != value.to_integral_value():
-                reading.ambiguous.append(written)
-                continue
-            reading.amounts.append(Money((value / 100).quantize(Decimal("0.01")), "USD", written))
-            used.add(i)
-            continue
-        value = _read_number(token, currency)
-        if value is None:
-            reading.ambiguous.append(written)
-            continue
-        reading.amounts.append(Money(value.quantize(Decimal("0.01")), currency, written))
-        used.add(i)
-    return reading
+        return cleaned
+
+
+def _currency_next_to(token: str, before: str, after: str) -> tuple[str | None, str]:
+    """The currency written next to the figure `token` ("USD-cents" for "50 cents"; None when
+    there is none) and the span as written."""
+    # A symbol or code before the figure ("$20", "USD 20"), else a word after ("20 bucks").
+    leading = before.lower() in SYMBOLS or before.lower() in CODES
+    currency = _currency_of(before) if leading else None
+    written = f"{before}{token}" if currency else token
+    if currency is None and after:
+        currency = _currency_of(after)
+        written = f"{token} {after}"
+        if after.lower() in CENT_WORDS:
+            currency, written = "USD-cents", f"{token} {after}"
+    return currency, written
+
+
+def _money_of(token: str, currency: str, written: str) -> Money | None:
+    """The figure `token` as money in `currency` (cents become dollars), or None if ambiguous."""
+    if currency == "USD-cents":
+        value = _read_number(token, "USD")
+        if value is None or value != value.to_integral_value():
+            return None
+        return Money((value / 100).quantize(Decimal("0.01")), "USD", written)
+    value = _read_number(token, currency)
+    if value is None:
+        return None
+    return Money(value.quantize(Decimal("0.01")), currency, written)
+
+
+def _read_figure(reading: Reading, token: str, before: str, after: str) -> None:
+    """Add the figure `token`, between the tokens `before` and `after`, to `reading`: an
+    amount, an ambiguous span, or a bare number (no currency next to it)."""
+    currency, written = _currency_next_to(token, before, after)
+    if currency is None:
+        reading.bare_numbers.append(token)
+        return
+    # A letter glued to the figure ("$1k", "20usd" is split already) makes it unreadable.
+    if after and after.isalpha() and after.lower() in ("k", "m", "mil", "grand"):
+        reading.ambiguous.append(f"{written} {after}")
+        return
+    money = _money_of(token, currency, written)
+    if money is None:
+        reading.ambiguous.append(written)
+    else:
+        reading.amounts.append(money)

@@ -276,17 +276,7 @@ def check(action: ActionRequest) -> ActionRequest:
         with provider_for(action.tenant) as provider:
             order = provider.get_order(action.arguments["order_id"])
     except ProviderError as exc:
-        return transition_or_reload(
-            action,
-            to=State.FAILED,
-            event="action.failed",
-            actor=POLICY,
-            data={"code": exc.code, "step": "check"},
-            error_code="provider_not_configured"
-            if exc.code == "provider_not_configured"
-            else "provider_unavailable",
-            error=str(exc)[:500],
-        )
+        return _provider_failed(action, exc)
     if order is None or order.get("owner") != action.customer.external_id:
         # Another customer's order is answered exactly like a missing one.
         why = "missing" if order is None else "not_owner"
@@ -301,6 +291,33 @@ def check(action: ActionRequest) -> ActionRequest:
             order_snapshot=snapshot,
             result=snapshot,
         )
+    return _check_refund(action, spec, order, snapshot, read_at)
+
+
+def _provider_failed(action: ActionRequest, exc: ProviderError) -> ActionRequest:
+    """The order could not be read: the check fails (nothing was sent)."""
+    return transition_or_reload(
+        action,
+        to=State.FAILED,
+        event="action.failed",
+        actor=POLICY,
+        data={"code": exc.code, "step": "check"},
+        error_code="provider_not_configured"
+        if exc.code == "provider_not_configured"
+        else "provider_unavailable",
+        error=str(exc)[:500],
+    )
+
+
+def _check_refund(
+    action: ActionRequest,
+    spec: registry.Tool,
+    order: dict[str, Any],
+    snapshot: dict[str, Any],
+    read_at: datetime,
+) -> ActionRequest:
+    """A write on the customer's order: the order's policy, then the amount against what is
+    still refundable ("full" becomes that figure); what passes awaits confirmation."""
     refusal = order_refusal(action, order)
     if refusal:
         return reject(action, *refusal)
@@ -320,6 +337,18 @@ def check(action: ActionRequest) -> ActionRequest:
             f"{amount} is more than the refundable {refundable}.",
             refundable=f"{max(refundable, Decimal(0)):.2f}",
         )
+    return _await_confirmation(action, spec, arguments, snapshot, refundable)
+
+
+def _await_confirmation(
+    action: ActionRequest,
+    spec: registry.Tool,
+    arguments: dict[str, Any],
+    snapshot: dict[str, Any],
+    refundable: Decimal,
+) -> ActionRequest:
+    """Show the refund of `arguments` as the customer's card (the existing one if "full"
+    resolved to a refund that already stands)."""
     fields: dict[str, Any] = {
         "order_snapshot": snapshot,
         "expires_at": timezone.now()
@@ -347,17 +376,22 @@ def check(action: ActionRequest) -> ActionRequest:
         )
     except IntegrityError:
         # The resolved figure is a refund that already stands: show that one instead.
-        same = (
-            ActionRequest.objects.filter(dedupe_key=fields["dedupe_key"], state__in=LIVE_STATES)
-            .order_by("-sequence")
-            .first()
-        )
-        transition_or_reload(
-            action,
-            to=State.CANCELLED,
-            event="action.superseded",
-            actor=POLICY,
-            data={"by": same.pk if same else None},
-            error_code="duplicate",
-        )
-        return same or load(action.pk)
+        return _superseded(action, fields["dedupe_key"])
+
+
+def _superseded(action: ActionRequest, dedupe_key: str) -> ActionRequest:
+    """Cancel `action` for the live row that stands for the same refund; return that row."""
+    same = (
+        ActionRequest.objects.filter(dedupe_key=dedupe_key, state__in=LIVE_STATES)
+        .order_by("-sequence")
+        .first()
+    )
+    transition_or_reload(
+        action,
+        to=State.CANCELLED,
+        event="action.superseded",
+        actor=POLICY,
+        data={"by": same.pk if same else None},
+        error_code="duplicate",
+    )
+    return same or load(action.pk)
