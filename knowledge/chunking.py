@@ -9,9 +9,9 @@ closely for help-center prose (a test checks chunks stay under its 256-piece win
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from knowledge.extraction import Extracted
+from knowledge.extraction import Block, Extracted
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 # A sentence ends at ".", "!" or "?" (and closing quotes or brackets) followed by whitespace
@@ -49,50 +49,71 @@ def chunk_document(
 ) -> list[ChunkDraft]:
     """Split extracted blocks into chunks; each keeps the heading path it sits under."""
     text = extracted.text
-    chunks: list[ChunkDraft] = []
-    headings: list[tuple[int, str]] = []
-    units: list[_Unit] = []
-    unit_tokens = 0  # tokens in `units`, kept as a running sum so chunking stays linear
-    overlap_budget = int(max_tokens * overlap)
+    chunker = _Chunker(text, max_tokens=max_tokens, overlap_budget=int(max_tokens * overlap))
+    for block in extracted.blocks:
+        if block.level:
+            chunker.heading(block)
+            continue
+        for unit in _units(text, block.start, block.end, max_tokens):
+            chunker.add(unit)
+    chunker.emit(carry=False)
+    return chunker.chunks
 
-    def emit(carry: bool) -> None:
-        nonlocal unit_tokens
-        if not units:
+
+@dataclass
+class _Chunker:
+    """Units of text gathered into chunks under the current heading path."""
+
+    text: str
+    max_tokens: int
+    overlap_budget: int  # tokens of a chunk's last units carried into the next one
+    chunks: list[ChunkDraft] = field(default_factory=list)
+    headings: list[tuple[int, str]] = field(default_factory=list)  # (level, text)
+    units: list[_Unit] = field(default_factory=list)  # the chunk being gathered
+    unit_tokens: int = 0  # tokens in `units`, kept as a running sum so chunking stays linear
+
+    def heading(self, block: Block) -> None:
+        """End the chunk (nothing carried over) and enter the heading's section; an empty
+        heading only ends the sections of its level."""
+        self.emit(carry=False)
+        self.headings = [h for h in self.headings if h[0] < block.level]
+        if block.text:
+            self.headings.append((block.level, block.text))
+
+    def add(self, unit: _Unit) -> None:
+        """Add a unit, first ending the chunk when the unit would take it past max_tokens."""
+        if self.units and self.unit_tokens + unit.tokens > self.max_tokens:
+            self.emit(carry=True)
+        self.units.append(unit)
+        self.unit_tokens += unit.tokens
+
+    def emit(self, *, carry: bool) -> None:
+        """End the chunk being gathered; with `carry` its last units (`_overlap`) open the
+        next one."""
+        if not self.units:
             return
-        start, end = units[0].start, units[-1].end
-        chunks.append(
+        start, end = self.units[0].start, self.units[-1].end
+        self.chunks.append(
             ChunkDraft(
-                text=text[start:end],
-                heading_path=[h for _, h in headings],
+                text=self.text[start:end],
+                heading_path=[h for _, h in self.headings],
                 start=start,
                 end=end,
             )
         )
-        kept: list[_Unit] = []
-        if carry:
-            budget = overlap_budget
-            for unit in reversed(units[1:]):  # never carry the whole chunk
-                if unit.tokens > budget:
-                    break
-                kept.append(unit)
-                budget -= unit.tokens
-        units[:] = kept[::-1]
-        unit_tokens = sum(u.tokens for u in units)
+        self.units = self._overlap() if carry else []
+        self.unit_tokens = sum(u.tokens for u in self.units)
 
-    for block in extracted.blocks:
-        if block.level:
-            emit(carry=False)
-            headings[:] = [h for h in headings if h[0] < block.level]
-            if block.text:  # an empty heading only ends the sections of its level
-                headings.append((block.level, block.text))
-            continue
-        for unit in _units(text, block.start, block.end, max_tokens):
-            if units and unit_tokens + unit.tokens > max_tokens:
-                emit(carry=True)
-            units.append(unit)
-            unit_tokens += unit.tokens
-    emit(carry=False)
-    return chunks
+    def _overlap(self) -> list[_Unit]:
+        """The chunk's last units that fit in the overlap budget, never the whole chunk."""
+        kept: list[_Unit] = []
+        budget = self.overlap_budget
+        for unit in reversed(self.units[1:]):
+            if unit.tokens > budget:
+                break
+            kept.append(unit)
+            budget -= unit.tokens
+        return kept[::-1]
 
 
 def _units(text: str, start: int, end: int, max_tokens: int) -> list[_Unit]:

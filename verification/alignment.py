@@ -223,45 +223,100 @@ def swap_reasons(claim: Aligned, support: Aligned) -> list[str]:
     paraphrases change those freely ("the refund includes" for "the refund covers")."""
     reasons = []
     for side in (1, -1):  # the shared word after the claim word, then before it
-        claim_pairs = _slot_pairs(claim, side)
-        support_pairs = _slot_pairs(support, side)
+        reasons += _Slots.of(claim, support, side).reasons()
+    return list(dict.fromkeys(reasons))
 
-        def count(pairs, word: Word, anchor: Word) -> int:
-            return sum(1 for a, b, _ in pairs if _same(a, word) and _same(b, anchor))
 
-        for w, anchor, i in claim_pairs:
-            if not _slot_word(w) or not _slot_word(anchor):
-                continue
-            if side < 0 and not _phrase_final(claim, i):
-                continue  # after a shared word, only a phrase's last word ("the wrong size.")
-            if _licensed_exactly(w, support.words) or count(support_pairs, w, anchor):
+# (word, its neighbour on one side, the word's index), as `_slot_pairs` gives them
+_Pair = tuple[Word, Word, int]
+
+
+def _pair_count(pairs: list[_Pair], word: Word, anchor: Word) -> int:
+    """How many of the pairs are `word` next to `anchor` (in any form)."""
+    return sum(1 for a, b, _ in pairs if _same(a, word) and _same(b, anchor))
+
+
+@dataclass(frozen=True)
+class _Slots:
+    """The adjacent word pairs of a claim and a passage sentence on one side: the shared
+    word (the anchor) after the claim word (side 1) or before it (side -1)."""
+
+    claim: Aligned
+    support: Aligned
+    side: int
+    claim_pairs: list[_Pair]
+    support_pairs: list[_Pair]
+
+    @classmethod
+    def of(cls, claim: Aligned, support: Aligned, side: int) -> _Slots:
+        return cls(claim, support, side, _slot_pairs(claim, side), _slot_pairs(support, side))
+
+    def reasons(self) -> list[str]:
+        """A reason for each passage word a claim word takes the place of (see
+        `swap_reasons`), in order, repeats included."""
+        reasons = []
+        for pair in self.claim_pairs:
+            if not self._unlicensed_slot(pair):
                 continue
             # "the new email address" keeps "new address": the modifiers before the word
-            near = _modifiers(claim, i, -side)
-            for replaced, s, k in support_pairs:
-                if not _same(s, anchor) or _same(replaced, w) or _NUMERIC.search(replaced.text):
-                    continue
-                if count(support_pairs, replaced, s) <= count(claim_pairs, replaced, s):
-                    continue  # the claim keeps every "gift card" the passage has
-                if any(_same(replaced, c) for c in near):
-                    continue
-                if side < 0 and not _phrase_final(support, k):
-                    continue
-                if _uses(claim, replaced) >= _uses(support, replaced):
-                    continue  # the claim says the passage's word as often: moved, not replaced
-                if are_contrasts(w, replaced):
-                    reasons.append(f"says {w.text!r} where the passage says {replaced.text!r}")
-                    continue
-                if not _slot_word(replaced) or are_synonyms(w, replaced):
-                    continue
-                sim = _cosine(claim, i, support, k)
-                if sim is None or sim < SWAP_MIN:
-                    shown = "?" if sim is None else f"{sim:.2f}"
-                    reasons.append(
-                        f"replaces {replaced.text!r} with {w.text!r} next to {anchor.text!r} "
-                        f"({shown} < {SWAP_MIN})"
-                    )
-    return list(dict.fromkeys(reasons))
+            near = _modifiers(self.claim, pair[2], -self.side)
+            for other in self.support_pairs:
+                if self._takes_place_of(pair, near, other) and (
+                    reason := self._reason(pair, other)
+                ):
+                    reasons.append(reason)
+        return reasons
+
+    def _unlicensed_slot(self, pair: _Pair) -> bool:
+        """Whether the claim word of `pair` fills a slot the passage does not license: both
+        words are slot words, the word ends its phrase when the anchor is before it, and the
+        passage has neither the word nor the word next to the anchor."""
+        w, anchor, i = pair
+        if not _slot_word(w) or not _slot_word(anchor):
+            return False
+        if self.side < 0 and not _phrase_final(self.claim, i):
+            return False  # after a shared word, only a phrase's last word ("the wrong size.")
+        return not (
+            _licensed_exactly(w, self.support.words) or _pair_count(self.support_pairs, w, anchor)
+        )
+
+    def _takes_place_of(self, pair: _Pair, near: list[Word], other: _Pair) -> bool:
+        """Whether the claim word of `pair` takes the place of the passage word of `other`:
+        another word (not a number) next to the same anchor, which the passage has there more
+        often than the claim, and says more often than the claim; not one of the claim
+        word's modifiers (`near`), and when the anchor is before it, ending its phrase."""
+        w, anchor, _ = pair
+        replaced, s, k = other
+        if not _same(s, anchor) or _same(replaced, w) or _NUMERIC.search(replaced.text):
+            return False
+        if _pair_count(self.support_pairs, replaced, s) <= _pair_count(
+            self.claim_pairs, replaced, s
+        ):
+            return False  # the claim keeps every "gift card" the passage has
+        if any(_same(replaced, c) for c in near):
+            return False
+        if self.side < 0 and not _phrase_final(self.support, k):
+            return False
+        # the claim says the passage's word as often: moved, not replaced
+        return _uses(self.claim, replaced) < _uses(self.support, replaced)
+
+    def _reason(self, pair: _Pair, other: _Pair) -> str | None:
+        """Why the claim word may not replace the passage word: it is a contrast, or (a slot
+        word, not a synonym) its vector is not close enough; None when it may."""
+        w, anchor, i = pair
+        replaced, _, k = other
+        if are_contrasts(w, replaced):
+            return f"says {w.text!r} where the passage says {replaced.text!r}"
+        if not _slot_word(replaced) or are_synonyms(w, replaced):
+            return None
+        sim = _cosine(self.claim, i, self.support, k)
+        if sim is None or sim < SWAP_MIN:
+            shown = "?" if sim is None else f"{sim:.2f}"
+            return (
+                f"replaces {replaced.text!r} with {w.text!r} next to {anchor.text!r} "
+                f"({shown} < {SWAP_MIN})"
+            )
+        return None
 
 
 def _uses(aligned: Aligned, word: Word) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lxml import etree
 
@@ -299,7 +299,30 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
 
     Parsed by libxml2 (lxml), which builds at most HTML_MAX_DEPTH levels; deeper nesting fails
     the document. The tree is walked with an explicit stack, each node visited once (a
-    list's terms and a callout list's listing are read once more before)."""
+    list's terms and a callout list's listing are read once more before); each element is
+    read by its tag's handler in `_ELEMENT_HANDLERS`."""
+    document = _html_parse(html)
+    result = Extracted(limits)
+    if document is None:
+        return result
+    limits.check_time()
+    root = _html_root(document)
+    _footnote_marks_remove(root, limits)
+    _struck_remove(root, limits)
+    _link_runs_remove(root, limits)
+    title_element = document.find("head/title")
+    title = _html_text(title_element, limits) if title_element is not None else ""
+    walk = _Walk(limits)
+    walk.read(root)
+    if title and not walk.has_h1:
+        result.add(title, level=1)
+    _entries_add(result, walk.entries)
+    return result
+
+
+def _html_parse(html: str):
+    """The document tree of `html`, None for blank text; raise ExtractionError when libxml2
+    stopped at its nesting or size limit."""
     parser = etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
     # XHTML (DocBook, many generators) opens with an XML declaration naming its encoding,
     # which lxml refuses on text that is already decoded.
@@ -312,172 +335,13 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
                 f"The HTML is too deeply nested or too large to read safely "
                 f"(at most {HTML_MAX_DEPTH} levels of elements): {reason}."
             )
-    result = Extracted(limits)
-    if document is None:
-        return result
-    limits.check_time()
-    root = _html_root(document)
-    _footnote_marks_remove(root, limits)
-    _struck_remove(root, limits)
-    _link_runs_remove(root, limits)
-    title_element = document.find("head/title")
-    title = _html_text(title_element, limits) if title_element is not None else ""
-    # (text, level); level -1: preformatted; (None, level): the end of a list's sections
-    entries: list[tuple[str | None, int]] = []
-    inline: list[str] = []
-    has_h1 = False
-    label = ""  # put before the next paragraph
-    section = 0  # the level of the section being read
-    headed = 0  # the level of the last heading element or list term (not a bold question)
-    questions_of: dict = {}  # parent element -> are its bold paragraphs a list of questions
-    rows_above: dict = {}  # table body -> the cell texts of its last row read
+    return document
 
-    def add(text: str, level: int) -> None:
-        nonlocal label
-        if level == 0 and not text.replace(_JOIN, "").strip():
-            return  # nothing visible (what removed links left): a heading above is over nothing
-        if label and level == 0:
-            text = label + text
-        elif label:  # a listing or heading comes first: the label is a paragraph of its own
-            entries.append((label.rstrip(" :—"), 0))
-        label = ""
-        entries.append((text, level))
 
-    def flush() -> None:
-        if "".join(inline).strip():
-            add("".join(inline), 0)
-        inline.clear()
-
-    flush_marker = object()
-    stack: list = []
-    _push_children(stack, root)
-    visited = 0
-    while stack:
-        item = stack.pop()
-        if item is flush_marker:
-            flush()
-            continue
-        if isinstance(item, str):
-            inline.append(item)
-            continue
-        if isinstance(item, _Label):
-            flush()
-            label = item.text
-            continue
-        if isinstance(item, _EndSections):
-            flush()
-            entries.append((None, item.level))
-            section = headed = item.level - 1
-            continue
-        if isinstance(item, _Term):
-            flush()
-            add(_html_text(item.element, limits), item.level)
-            section = headed = item.level
-            continue
-        visited += 1
-        if visited % _HTML_CHECK_EVERY == 0:
-            limits.check_time()
-        if _html_dropped(item):
-            continue
-        name = item.tag
-        if name in _HTML_HEADINGS:
-            has_h1 = has_h1 or name == "h1"
-            flush()
-            add(_html_text(item, limits), _HTML_HEADINGS[name])
-            section = headed = _HTML_HEADINGS[name]
-        elif name == "p" and (question := _bold_question(item, limits, questions_of)):
-            flush()
-            section = _below(headed)
-            add(question, section)
-        elif name in ("ul", "ol") and _local_contents(item):
-            continue
-        elif name == "details" and (summary := _summary(item)) is not None:
-            # an accordion entry (<details><summary>question</summary>answer</details>): its
-            # summary heads the answer, one level below the enclosing heading
-            flush()
-            level = _below(headed)
-            stack.append(_EndSections(level))
-            _push_children(
-                stack, item, lambda c, t=summary, lv=level: [_Term(c, lv)] if c is t else [c]
-            )
-        elif name in _HTML_FLOW and _blocks(item):
-            flush()
-            stack.append(flush_marker)
-            term = _item_term(item, limits) if name == "li" else None
-            if term is not None:  # the term opens the paragraph that explains it
-                _push_children(
-                    stack, item, lambda c, t=term: [_Label(t[1] + " ")] if c is t[0] else [c]
-                )
-            else:
-                _push_children(stack, item)
-        elif name == "table" and (box := _box_cell(item)) is not None:
-            flush()
-            stack.append(flush_marker)
-            cell, label = box
-            if label:
-                stack.append(_Label(""))
-            _push_children(stack, cell)
-            if label:
-                stack.append(_Label(label))
-        elif name in _HTML_BLOCKS or name in _HTML_FLOW:
-            has_h1 = has_h1 or any(True for _ in item.iter("h1"))
-            flush()
-            cells = _html_cells(item) if name == "tr" else []
-            texts = [_plain_text(c, limits) for c in cells]
-            if cells and not any(texts):
-                continue  # a row of empty cells (layout tables of navigation bars)
-            if cells:
-                texts = _ditto(texts, rows_above.get(item.getparent()))
-                rows_above[item.getparent()] = texts
-            text = " | ".join(texts) if cells else _html_text(item, limits)
-            add(text, -1 if name == "pre" else 0)
-        elif name == "br":
-            inline.append(_JOIN)
-        elif name == "dl" and _dl_is_sections(item, limits):
-            flush()
-            level = _below(section)
-            stack.append(_EndSections(level))
-            _push_children(
-                stack, item, lambda c, level=level: [_Term(c, level) if c.tag == "dt" else c]
-            )
-        elif name == "dl" and (terms := _term_labels(item, limits)):
-            # a glossary or list of options: each term opens its definition's first paragraph
-            flush()
-            stack.append(flush_marker)
-            _push_children(
-                stack,
-                item,
-                lambda c, t=terms: (
-                    []
-                    if c in t and t[c] is None
-                    else [_Label(t[c] + " "), c, _Label("")]
-                    if c in t
-                    else [c]
-                ),
-            )
-        elif name in _HTML_CONTAINERS:
-            flush()
-            stack.append(flush_marker)
-            box_title = _admonition_title(item) if name == "div" else None
-            callouts = _callout_labels(item, limits) if name == "ol" else {}
-            if box_title is not None:
-                stack.append(_Label(""))
-                _push_children(stack, item, lambda c, t=box_title: [] if c is t else [c])
-                heading = _plain_text(box_title, limits)
-                stack.append(_Label(f"{heading}: " if heading else ""))
-            elif callouts:
-                _push_children(
-                    stack,
-                    item,
-                    lambda c, n=callouts: [_Label(n[c]), c, _Label("")] if c in n else [c],
-                )
-            else:
-                _push_children(stack, item)
-        else:
-            _push_children(stack, item)
-    flush()
-    if title and not has_h1:
-        result.add(title, level=1)
+def _entries_add(result: Extracted, entries: list[tuple[str | None, int]]) -> None:
+    """Add the collected entries to `result`, FAQ questions and part headings read first
+    (`questions`); a heading over nothing is dropped, and a list's end of sections is kept
+    only when text follows it."""
     entries = labels_joined(parts_as_labels(questions_as_headings(entries)))
     for i, (text, level) in enumerate(entries):
         following = entries[i + 1][1] if i + 1 < len(entries) else 0
@@ -488,7 +352,297 @@ def _extract_html(html: str, limits: Limits) -> Extracted:
                 result.end_sections(level)
         else:
             result.add(text, level=max(level, 0), keep_lines=level < 0)
-    return result
+
+
+@dataclass(frozen=True)
+class _Flush:
+    """End the paragraph being read (read after the children of a container)."""
+
+
+_FLUSH = _Flush()
+
+
+@dataclass
+class _Walk:
+    """The state of one walk over the tree, shared by the handlers: the stack of items still
+    to read, the entries found, and the inline text of the paragraph being read.
+
+    `entries` holds (text, level); level -1 is preformatted, (None, level) the end of a
+    list's sections."""
+
+    limits: Limits
+    stack: list = field(default_factory=list)
+    entries: list[tuple[str | None, int]] = field(default_factory=list)
+    inline: list[str] = field(default_factory=list)
+    has_h1: bool = False
+    label: str = ""  # put before the next paragraph
+    section: int = 0  # the level of the section being read
+    headed: int = 0  # the level of the last heading element or list term (not a bold question)
+    questions_of: dict = field(default_factory=dict)  # parent -> are its bold paragraphs asked
+    rows_above: dict = field(default_factory=dict)  # table body -> cell texts of its last row
+    visited: int = 0  # elements visited, for the deadline checks
+
+    def read(self, root) -> None:
+        """Read the root's children in document order, to the end of the last paragraph."""
+        _push_children(self.stack, root)
+        while self.stack:
+            item = self.stack.pop()
+            if isinstance(item, str):
+                self.inline.append(item)
+            elif (marker := _MARKER_HANDLERS.get(type(item))) is not None:
+                marker(self, item)
+            else:
+                self.element(item)
+        self.flush()
+
+    def element(self, element) -> None:
+        """Read an element by its tag's handler (one not in the table is inline: its
+        children go on the paragraph being read); page chrome is skipped."""
+        self.visited += 1
+        if self.visited % _HTML_CHECK_EVERY == 0:
+            self.limits.check_time()
+        if not _html_dropped(element):
+            _ELEMENT_HANDLERS.get(element.tag, _inline_read)(self, element)
+
+    def add(self, text: str, level: int) -> None:
+        """Add an entry, the pending label before a paragraph (before a listing or heading
+        the label is a paragraph of its own); nothing for a paragraph with no visible text."""
+        if level == 0 and not text.replace(_JOIN, "").strip():
+            return  # nothing visible (what removed links left): a heading above is over nothing
+        if self.label and level == 0:
+            text = self.label + text
+        elif self.label:
+            self.entries.append((self.label.rstrip(" :—"), 0))
+        self.label = ""
+        self.entries.append((text, level))
+
+    def flush(self) -> None:
+        """End the paragraph of inline text being read (added when it has any text)."""
+        if "".join(self.inline).strip():
+            self.add("".join(self.inline), 0)
+        self.inline.clear()
+
+    def block_open(self, element) -> None:
+        """End the paragraph before a block read as one entry (noting an <h1> inside it)."""
+        self.has_h1 = self.has_h1 or any(True for _ in element.iter("h1"))
+        self.flush()
+
+
+# Handlers of the items pushed besides elements and text.
+
+
+def _flush_read(walk: _Walk, _flush: _Flush) -> None:
+    walk.flush()
+
+
+def _label_read(walk: _Walk, label: _Label) -> None:
+    walk.flush()
+    walk.label = label.text
+
+
+def _sections_end(walk: _Walk, end: _EndSections) -> None:
+    walk.flush()
+    walk.entries.append((None, end.level))
+    walk.section = walk.headed = end.level - 1
+
+
+def _term_read(walk: _Walk, term: _Term) -> None:
+    walk.flush()
+    walk.add(_html_text(term.element, walk.limits), term.level)
+    walk.section = walk.headed = term.level
+
+
+_MARKER_HANDLERS = {
+    _Flush: _flush_read,
+    _Label: _label_read,
+    _EndSections: _sections_end,
+    _Term: _term_read,
+}
+
+
+# Handlers of elements, by tag.
+
+
+def _inline_read(walk: _Walk, element) -> None:
+    """An inline element (or one of no meaning here): its text goes on the paragraph."""
+    _push_children(walk.stack, element)
+
+
+def _container_read(walk: _Walk, element, wrap=None) -> None:
+    """A container: its children are read as blocks of their own, ending the paragraph
+    before and after them (`wrap` as in `_push_children`)."""
+    walk.flush()
+    walk.stack.append(_FLUSH)
+    _push_children(walk.stack, element, wrap)
+
+
+def _heading_read(walk: _Walk, heading) -> None:
+    walk.has_h1 = walk.has_h1 or heading.tag == "h1"
+    walk.flush()
+    level = _HTML_HEADINGS[heading.tag]
+    walk.add(_html_text(heading, walk.limits), level)
+    walk.section = walk.headed = level
+
+
+def _block_read(walk: _Walk, block) -> None:
+    """A block read as one entry: a paragraph, a term, a caption, a listing (its lines
+    kept), an item or quote of inline text."""
+    walk.block_open(block)
+    walk.add(_html_text(block, walk.limits), -1 if block.tag == "pre" else 0)
+
+
+def _paragraph_read(walk: _Walk, p) -> None:
+    """A paragraph, or the question heading the answer after it (`_bold_question`), one
+    level below the enclosing heading."""
+    question = _bold_question(p, walk.limits, walk.questions_of)
+    if not question:
+        _block_read(walk, p)
+        return
+    walk.flush()
+    walk.section = _below(walk.headed)
+    walk.add(question, walk.section)
+
+
+def _row_read(walk: _Walk, row) -> None:
+    """A table row: its cells joined with " | " (blank leading cells from the row above,
+    `_ditto`); a row of empty cells (layout tables of navigation bars) is skipped."""
+    walk.block_open(row)
+    cells = _html_cells(row)
+    if not cells:
+        walk.add(_html_text(row, walk.limits), 0)
+        return
+    texts = [_plain_text(c, walk.limits) for c in cells]
+    if not any(texts):
+        return
+    texts = _ditto(texts, walk.rows_above.get(row.getparent()))
+    walk.rows_above[row.getparent()] = texts
+    walk.add(" | ".join(texts), 0)
+
+
+def _flow_read(walk: _Walk, element) -> None:
+    """An <li>, <dd> or <blockquote>: one block when it holds inline text only, else its
+    paragraphs and listings apart, an item's opening term labelling the paragraph after it
+    (`_item_term`)."""
+    if not _blocks(element):
+        _block_read(walk, element)
+        return
+    term = _item_term(element, walk.limits) if element.tag == "li" else None
+    if term is None:
+        _container_read(walk, element)
+        return
+    paragraph, label = term
+    _container_read(walk, element, lambda c: [_Label(label + " ")] if c is paragraph else [c])
+
+
+def _details_read(walk: _Walk, details) -> None:
+    """An accordion entry (<details><summary>question</summary>answer</details>): its
+    summary heads the answer, one level below the enclosing heading."""
+    summary = _summary(details)
+    if summary is None:
+        _inline_read(walk, details)
+        return
+    walk.flush()
+    level = _below(walk.headed)
+    walk.stack.append(_EndSections(level))
+    _push_children(walk.stack, details, lambda c: [_Term(c, level)] if c is summary else [c])
+
+
+def _list_read(walk: _Walk, ul) -> None:
+    """A list; one of nothing but links into the page (its own contents) is dropped."""
+    if not _local_contents(ul):
+        _container_read(walk, ul)
+
+
+def _ordered_list_read(walk: _Walk, ol) -> None:
+    """An ordered list (see `_list_read`); a callout list's items open with their number
+    and command (`_callout_labels`)."""
+    if _local_contents(ol):
+        return
+    callouts = _callout_labels(ol, walk.limits)
+    if not callouts:
+        _container_read(walk, ol)
+        return
+    _container_read(
+        walk, ol, lambda c: [_Label(callouts[c]), c, _Label("")] if c in callouts else [c]
+    )
+
+
+def _table_read(walk: _Walk, table) -> None:
+    """A table; one that only boxes one cell is read as the cell's blocks, an admonition
+    icon's word labelling the first paragraph (`_box_cell`)."""
+    box = _box_cell(table)
+    if box is None:
+        _container_read(walk, table)
+        return
+    walk.flush()
+    walk.stack.append(_FLUSH)
+    cell, label = box
+    walk.label = label  # (as it always has: a label pending before the table is replaced)
+    if label:
+        walk.stack.append(_Label(""))
+    _push_children(walk.stack, cell)
+    if label:
+        walk.stack.append(_Label(label))
+
+
+def _labelled_list_read(walk: _Walk, dl) -> None:
+    """A <dl>: a list of sections (`_dl_is_sections`), each term a heading one level below
+    the section; a glossary or list of options, each term opening its definition's first
+    paragraph (`_term_labels`); else a container."""
+    if _dl_is_sections(dl, walk.limits):
+        walk.flush()
+        level = _below(walk.section)
+        walk.stack.append(_EndSections(level))
+        _push_children(walk.stack, dl, lambda c: [_Term(c, level) if c.tag == "dt" else c])
+    elif terms := _term_labels(dl, walk.limits):
+        _container_read(walk, dl, lambda c: _term_labelled(c, terms))
+    else:
+        _container_read(walk, dl)
+
+
+def _term_labelled(child, terms: dict) -> list:
+    """The items read in place of a glossary's child: a term used as a label nothing, a
+    definition between its label and the label's end."""
+    if child not in terms:
+        return [child]
+    label = terms[child]
+    return [] if label is None else [_Label(label + " "), child, _Label("")]
+
+
+def _division_read(walk: _Walk, div) -> None:
+    """A <div>; an admonition box's title heading labels its first paragraph ("Note: ")."""
+    title = _admonition_title(div)
+    if title is None:
+        _container_read(walk, div)
+        return
+    walk.flush()
+    walk.stack.append(_FLUSH)
+    walk.stack.append(_Label(""))
+    _push_children(walk.stack, div, lambda c: [] if c is title else [c])
+    heading = _plain_text(title, walk.limits)
+    walk.stack.append(_Label(f"{heading}: " if heading else ""))
+
+
+def _break_read(walk: _Walk, _br) -> None:
+    walk.inline.append(_JOIN)
+
+
+_ELEMENT_HANDLERS = {
+    **dict.fromkeys(_HTML_CONTAINERS, _container_read),
+    **dict.fromkeys(_HTML_BLOCKS, _block_read),
+    **dict.fromkeys(_HTML_FLOW, _flow_read),
+    **dict.fromkeys(_HTML_HEADINGS, _heading_read),
+    # tags read their own way (each falls back to one of the readings above)
+    "p": _paragraph_read,
+    "tr": _row_read,
+    "details": _details_read,
+    "ul": _list_read,
+    "ol": _ordered_list_read,
+    "table": _table_read,
+    "dl": _labelled_list_read,
+    "div": _division_read,
+    "br": _break_read,
+}
 
 
 def _html_cells(row) -> list:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError, PyPdfError
@@ -113,48 +114,74 @@ def _pdf_blocks(lines: list[tuple[str, float, float]], limits: Limits) -> Extrac
     if not sizes:
         return Extracted(limits)
     heading_sizes = sorted({s for s in sizes if s > body * 1.1}, reverse=True)[:6]
-
-    result = Extracted(limits)
-    paragraph: list[str] = []
-    heading: list[str] = []  # the lines of a heading being read (a title may wrap)
-    heading_level = 0
-    last_y: float | None = None
-    boxed = False  # a text box ended since the last line
-
-    def flush() -> None:
-        if heading:
-            result.add(_join_lines(heading), level=heading_level)
-            heading.clear()
-        if paragraph:
-            result.add(_join_lines(paragraph))
-            paragraph.clear()
-
+    blocks = _PdfBlocks(Extracted(limits), body)
     for text, size, y in lines:
         if not text:
-            if size == PAGE_BREAK[1] and not (paragraph and _goes_on(paragraph[-1])):
-                flush()
-            boxed = True
-            last_y = None
-            continue
-        if size in heading_sizes:
-            level = heading_sizes.index(size) + 1
-            if not heading or level != heading_level or _NUMBERED.match(text):
-                flush()
-            heading.append(text)
-            heading_level = level
-            continue
-        if heading:
-            flush()
-        if paragraph and boxed and not (_goes_on(paragraph[-1]) or text[:1].islower()):
-            flush()
-        # A vertical gap larger than ~1.6 lines starts a new paragraph.
-        if last_y is not None and abs(last_y - y) > body * 2.2:
-            flush()
-        paragraph.append(text)
-        last_y = y
-        boxed = False
-    flush()
-    return result
+            blocks.box_end(page=size == PAGE_BREAK[1])
+        elif size in heading_sizes:
+            blocks.heading_line(text, level=heading_sizes.index(size) + 1)
+        else:
+            blocks.body_line(text, y)
+    blocks.flush()
+    return blocks.result
+
+
+@dataclass
+class _PdfBlocks:
+    """Text runs read into `result`: the heading and the paragraph being read."""
+
+    result: Extracted
+    body: float  # the font size most text is set in
+    paragraph: list[str] = field(default_factory=list)
+    heading: list[str] = field(default_factory=list)  # a title may wrap
+    heading_level: int = 0
+    last_y: float | None = None
+    boxed: bool = False  # a text box ended since the last line
+
+    def flush(self) -> None:
+        """Add the heading and the paragraph being read."""
+        if self.heading:
+            self.result.add(_join_lines(self.heading), level=self.heading_level)
+            self.heading.clear()
+        if self.paragraph:
+            self.result.add(_join_lines(self.paragraph))
+            self.paragraph.clear()
+
+    def box_end(self, *, page: bool) -> None:
+        """The end of a text box, or of a page: that ends a paragraph unless it stopped
+        mid-sentence."""
+        if page and not (self.paragraph and _goes_on(self.paragraph[-1])):
+            self.flush()
+        self.boxed = True
+        self.last_y = None
+
+    def heading_line(self, text: str, level: int) -> None:
+        """A line of a heading: one more line of the heading being read, unless of another
+        level or numbered (a heading of its own)."""
+        if not self.heading or level != self.heading_level or _NUMBERED.match(text):
+            self.flush()
+        self.heading.append(text)
+        self.heading_level = level
+
+    def body_line(self, text: str, y: float) -> None:
+        """A line of body text: one more line of the paragraph being read, unless it
+        starts one (`_paragraph_starts`) or a heading was being read."""
+        if self.heading or self._paragraph_starts(text, y):
+            self.flush()
+        self.paragraph.append(text)
+        self.last_y = y
+        self.boxed = False
+
+    def _paragraph_starts(self, text: str, y: float) -> bool:
+        """Whether a line of body text starts a paragraph: after a text box that ended at
+        a sentence's end (and it does not go on in lower case), or after a vertical gap
+        larger than ~1.6 lines."""
+        boxed = (
+            self.paragraph
+            and self.boxed
+            and not (_goes_on(self.paragraph[-1]) or text[:1].islower())
+        )
+        return bool(boxed) or (self.last_y is not None and abs(self.last_y - y) > self.body * 2.2)
 
 
 def _goes_on(line: str) -> bool:
@@ -213,18 +240,29 @@ def _without_page_furniture(
 ) -> list[tuple[str, float, float]]:
     """Drop page numbers, running headers and footers, and a table of contents (see
     above); linear."""
-    pages: list[list[int]] = [[]]  # indexes of each page's text lines
+    pages = _pages(lines)
+    dropped = _edge_furniture(lines, pages)
+    for page in pages:
+        dropped.update(_contents_lines(lines, page))
+    return [line for i, line in enumerate(lines) if i not in dropped]
+
+
+def _pages(lines: list[tuple[str, float, float]]) -> list[list[int]]:
+    """The indexes of each page's text lines."""
+    pages: list[list[int]] = [[]]
     for i, (text, size, _) in enumerate(lines):
         if text:
             pages[-1].append(i)
         elif size == PAGE_BREAK[1]:
             pages.append([])
+    return pages
+
+
+def _edge_furniture(lines: list[tuple[str, float, float]], pages: list[list[int]]) -> set[int]:
+    """The page numbers and running headers and footers among the lines at the edges of
+    the pages (a page of nothing else keeps them: that is its text)."""
     edges = [set(p[:EDGE_LINES] + p[-EDGE_LINES:]) for p in pages]
-    seen: defaultdict[str, set[int]] = defaultdict(set)
-    for number, edge in enumerate(edges):
-        for i in edge:
-            if key := _running_key(lines[i][0]):
-                seen[key].add(number)
+    seen = _running_pages(lines, edges)
     # Running headers that name the section (LaTeX's "CHAPTER 2. GETTING AND …"): a line in
     # capitals, no larger than the text, at the edge of RUNNING_CAPITALS pages or more.
     _, body = _body_size(lines)
@@ -235,19 +273,35 @@ def _without_page_furniture(
     dropped = set()
     for page, edge, caps in zip(pages, edges, capitals, strict=True):
         furniture = set(caps) if running_capitals else set()
-        for i in edge:
-            text = lines[i][0]
-            key = _running_key(text)
-            if _PAGE_NUMBER.fullmatch(text) or (key and len(seen[key]) >= RUNNING_PAGES):
-                furniture.add(i)
-        if len(furniture) < len(page):  # a page of nothing else: that is its text
+        furniture.update(i for i in edge if _page_number_or_running(lines[i][0], seen))
+        if len(furniture) < len(page):
             dropped.update(furniture)
-        leaders = [
-            i for i in page if _DOT_LEADERS.search(lines[i][0]) or _DOTS.fullmatch(lines[i][0])
-        ]
-        dropped.update(leaders)
-        if len(leaders) >= CONTENTS_LINES:
-            dropped.update(
-                i for i in page if _NUMBERS.fullmatch(lines[i][0]) or _NUMBERED.match(lines[i][0])
-            )
-    return [line for i, line in enumerate(lines) if i not in dropped]
+    return dropped
+
+
+def _running_pages(lines: list[tuple[str, float, float]], edges: list[set[int]]) -> dict:
+    """The pages at whose edges each running key (`_running_key`) is found."""
+    seen: defaultdict[str, set[int]] = defaultdict(set)
+    for number, edge in enumerate(edges):
+        for i in edge:
+            if key := _running_key(lines[i][0]):
+                seen[key].add(number)
+    return seen
+
+
+def _page_number_or_running(text: str, seen: dict) -> bool:
+    """A page number, or a line whose key is at the edge of RUNNING_PAGES pages or more."""
+    key = _running_key(text)
+    return bool(_PAGE_NUMBER.fullmatch(text)) or bool(key and len(seen[key]) >= RUNNING_PAGES)
+
+
+def _contents_lines(lines: list[tuple[str, float, float]], page: list[int]) -> list[int]:
+    """A page's lines of a table of contents: lines with dot leaders (or of dots alone), and
+    on a page of CONTENTS_LINES of them also its lines of page numbers and numbered
+    entries."""
+    leaders = [i for i in page if _DOT_LEADERS.search(lines[i][0]) or _DOTS.fullmatch(lines[i][0])]
+    if len(leaders) < CONTENTS_LINES:
+        return leaders
+    return leaders + [
+        i for i in page if _NUMBERS.fullmatch(lines[i][0]) or _NUMBERED.match(lines[i][0])
+    ]

@@ -70,43 +70,75 @@ def _extract_plain(text: str, limits: Limits) -> Extracted:
     """Paragraphs split on blank lines, read for headings, list items and code (see the
     module docstring); blocks in source order."""
     result = Extracted(limits)
+    parsed = _parsed(_paragraphs(text, limits))
+    titles = _Titles.of(parsed)
+    for segments in parsed:
+        if _is_contents(segments, titles.by_number):
+            continue
+        for segment in segments:
+            if segment.kind == "heading" and segment.number and titles.listed_again(segment):
+                continue  # the same number and title again further on: a contents' line
+            _segment_add(result, segment)
+    return result
+
+
+def _paragraphs(text: str, limits: Limits) -> list[list[_Line]]:
+    """The non-blank lines of each paragraph (paragraphs split on blank lines)."""
     paragraphs = []
     for raw in re.split(r"\n[ \t]*\n", text.replace("\r\n", "\n").replace("\r", "\n")):
         limits.check_time()
         lines = [_line(line) for line in raw.split("\n") if line.strip()]
         if lines:
             paragraphs.append(lines)
+    return paragraphs
+
+
+def _parsed(paragraphs: list[list[_Line]]) -> list[list[_Segment]]:
+    """Each paragraph's segments, read in order (`_Reader`); a numbered entry over its
+    indented answer is a heading (`_numbered_question`)."""
     body = _body_indent(paragraphs)
     o_bullets = sum(1 for lines in paragraphs for ln in lines if _O_BULLET.match(ln.text)) >= 3
     reader = _Reader(body=body, o_bullets=o_bullets)
     parsed = [reader.paragraph(lines) for lines in paragraphs]
     for i in range(len(parsed) - 1):
         _numbered_question(parsed[i], paragraphs[i], paragraphs[i + 1])
-    numbered = [s for segments in parsed for s in segments if s.kind == "heading" and s.number]
-    # Headings by number, in order, with their words: numbers may restart (each category of
-    # the CVS FAQ counts from 1), so a number alone names no heading.
-    titles: defaultdict[str, list[str]] = defaultdict(list)
-    place: dict[int, int] = {}
-    for segment in numbered:
-        place[id(segment)] = len(titles[segment.number])
-        titles[segment.number].append(_title_key(" ".join(segment.lines)))
-    for segments in parsed:
-        if _is_contents(segments, titles):
-            continue
-        for segment in segments:
-            if segment.kind == "heading" and segment.number:
-                # The same number and title again further on: this was the contents' line.
-                same = titles[segment.number]
-                at = place[id(segment)]
-                if any(_names(same[at], later) for later in same[at + 1 : at + 1 + NAMED_MAX]):
-                    continue
-            if segment.kind == "code":
-                result.add("\n".join(segment.lines), keep_lines=True)
-            elif segment.kind == "heading":
-                result.add(" ".join(segment.lines), level=segment.level)
-            else:
-                result.add(" ".join(segment.lines))
-    return result
+    return parsed
+
+
+@dataclass
+class _Titles:
+    """The numbered headings' titles (their words) by number, in document order: numbers
+    may restart (each category of the CVS FAQ counts from 1), so a number alone names no
+    heading."""
+
+    by_number: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    place: dict[int, int] = field(default_factory=dict)  # id(heading) -> its index there
+
+    @classmethod
+    def of(cls, parsed: list[list[_Segment]]) -> _Titles:
+        titles = cls()
+        for segments in parsed:
+            for segment in segments:
+                if segment.kind == "heading" and segment.number:
+                    titles.place[id(segment)] = len(titles.by_number[segment.number])
+                    titles.by_number[segment.number].append(_title_key(" ".join(segment.lines)))
+        return titles
+
+    def listed_again(self, heading: _Segment) -> bool:
+        """Whether a later heading of the same number names the same title."""
+        same = self.by_number[heading.number]
+        at = self.place[id(heading)]
+        return any(_names(same[at], later) for later in same[at + 1 : at + 1 + NAMED_MAX])
+
+
+def _segment_add(result: Extracted, segment: _Segment) -> None:
+    """Add a segment as a block: code keeps its lines, the rest are joined into one."""
+    if segment.kind == "code":
+        result.add("\n".join(segment.lines), keep_lines=True)
+    elif segment.kind == "heading":
+        result.add(" ".join(segment.lines), level=segment.level)
+    else:
+        result.add(" ".join(segment.lines))
 
 
 def _numbered_question(segments: list[_Segment], lines: list[_Line], after: list[_Line]) -> None:
@@ -233,50 +265,70 @@ class _Reader:
         self.chapters = False
 
     def paragraph(self, lines: list[_Line]) -> list[_Segment]:
-        out: list[_Segment] = []
+        """The segments of one paragraph: a title over it (underlined, numbered, an FAQ
+        question), then its prose, list items and code (`_body`)."""
+        out, lines = self._underlined(lines)
+        lines = [ln for ln in lines if not _DECORATION.fullmatch(ln.text)]
+        if lines:
+            lines = self._question(lines, out)
+        if lines:
+            lines = self._opening(lines, out)
+            out.extend(self._body(lines))
+        return out
+
+    def _underlined(self, lines: list[_Line]) -> tuple[list[_Segment], list[_Line]]:
+        """A title underlined (or over- and underlined) opening the paragraph, and the lines
+        after it."""
         texts = [ln.text for ln in lines]
         if len(texts) >= 3 and _underline(texts[0]) and _underline(texts[2]):
-            out.append(self._title(texts[1], 1))  # a reStructuredText title, over and under
-            lines = lines[3:]
-        elif len(texts) >= 2 and _underline(texts[1]) and not _underline(texts[0]):
-            out.append(self._title(texts[0], 1 if texts[1][0] == "=" else 2))
-            lines = lines[2:]
-        lines = [ln for ln in lines if not _DECORATION.fullmatch(ln.text)]
-        if not lines:
-            return out
+            return [self._title(texts[1], 1)], lines[3:]  # reStructuredText, over and under
+        if len(texts) >= 2 and _underline(texts[1]) and not _underline(texts[0]):
+            return [self._title(texts[0], 1 if texts[1][0] == "=" else 2)], lines[2:]
+        return [], lines
+
+    def _question(self, lines: list[_Line], out: list[_Segment]) -> list[_Line]:
+        """The lines after a "Q: …" question opening them (up to its "A: …" answer), which
+        goes on `out` as a heading unless longer than MAX_QUESTION."""
         first = lines[0]
         question = _QUESTION.match(first.text)
-        if question:
-            answer_at = next(
-                (i for i, ln in enumerate(lines) if i and _ANSWER.match(ln.text)), len(lines)
-            )
-            asked = " ".join(
-                [first.text[question.end() :], *(ln.text for ln in lines[1:answer_at])]
-            )
-            if len(asked) <= MAX_QUESTION:
-                out.append(_Segment("heading", [asked], level=self.title_level + 1))
-                lines = lines[answer_at:]
-                if not lines:
-                    return out
-                first = lines[0]
-        answer = _ANSWER.match(first.text)
+        if not question:
+            return lines
+        answer_at = next(
+            (i for i, ln in enumerate(lines) if i and _ANSWER.match(ln.text)), len(lines)
+        )
+        asked = " ".join([first.text[question.end() :], *(ln.text for ln in lines[1:answer_at])])
+        if len(asked) > MAX_QUESTION:
+            return lines
+        out.append(_Segment("heading", [asked], level=self.title_level + 1))
+        return lines[answer_at:]
+
+    def _opening(self, lines: list[_Line], out: list[_Segment]) -> list[_Line]:
+        """The lines after the title opening them (a numbered title, a line that asks, a
+        line in capitals), which goes on `out`; an answer's first line without its "A:"
+        mark. A line indented as code opens with no title (`HISTSIZE=200` is not one in
+        capitals)."""
+        first = lines[0]
         if first.indent >= self.body + CODE_INDENT and not self._item(first):
-            pass  # indented as code: no title (`HISTSIZE=200` is not one in capitals)
-        elif answer:
+            return lines
+        if answer := _ANSWER.match(first.text):
             # The answer's wrapped lines align with its text, not with the "A:".
             first = _Line(first.indent + answer.end(), first.text[answer.end() :], first.raw)
-            lines = [first, *lines[1:]]
-        elif heading := self._numbered(lines):
-            out.append(heading)
-            lines = lines[1:]
-        elif self._asks(lines):
-            out.append(_Segment("heading", [first.text], level=self.title_level + 1))
-            lines = lines[1:]
-        elif _looks_like_heading(first.text):
-            out.append(_Segment("heading", [first.text], level=2))
-            lines = lines[1:]
-        out.extend(self._body(lines))
-        return out
+            return [first, *lines[1:]]
+        heading = self._numbered(lines) or self._lone_title(lines)
+        if heading is None:
+            return lines
+        out.append(heading)
+        return lines[1:]
+
+    def _lone_title(self, lines: list[_Line]) -> _Segment | None:
+        """The first line as a title: an FAQ question (`_asks`), one below the last title,
+        or a line that looks like a heading (`_looks_like_heading`); None otherwise."""
+        first = lines[0].text
+        if self._asks(lines):
+            return _Segment("heading", [first], level=self.title_level + 1)
+        if _looks_like_heading(first):
+            return _Segment("heading", [first], level=2)
+        return None
 
     def _title(self, text: str, level: int) -> _Segment:
         self.title_level = level
