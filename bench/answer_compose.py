@@ -35,8 +35,8 @@ def run(corpus: str) -> dict:
     import django
 
     django.setup()
-    from conversations.orchestrator.base import SentenceVectors, TurnEmbedder
-    from conversations.orchestrator.extractive import extractive_draft
+    from chat.orchestrator.base import SentenceVectors, TurnEmbedder
+    from chat.orchestrator.extractive import extractive_draft
     from knowledge import selectors
     from supportbot.models import Tenant
 

@@ -54,7 +54,7 @@ from bench import harness
 
 HELPCENTER = harness.ROOT / "demo" / "helpcenter"
 TENANT = "acme"
-# The product's own answer budget (conversations/orchestrator.py ANSWER_MAX_TOKENS), so the
+# The product's own answer budget (chat/orchestrator.py ANSWER_MAX_TOKENS), so the
 # direct reference generates as much as a product answer may.
 ANSWER_MAX_TOKENS = 160
 SERVED_MODEL = "smollm2-135m"

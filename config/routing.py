@@ -2,7 +2,7 @@
 
 from django.conf import settings
 
-from conversations.routing import websocket_urlpatterns as chat_routes
+from chat.routing import websocket_urlpatterns as chat_routes
 from handoffs.routing import websocket_urlpatterns as console_routes
 
 websocket_urlpatterns: list = [*chat_routes, *console_routes]

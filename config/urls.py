@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from chat import urls as chat_urls
 from conversations import urls as conversation_urls
 from handoffs import urls as handoff_urls
 from knowledge import urls as knowledge_urls
@@ -13,6 +14,7 @@ api_v1 = [
     path("audit-events", api.AuditEventListApi.as_view(), name="audit-events"),
     path("audit-events/<int:event_id>", api.AuditEventDetailApi.as_view(), name="audit-event"),
     *knowledge_urls.api_v1,
+    *chat_urls.api_urlpatterns,
     *conversation_urls.api_urlpatterns,
 ]
 
@@ -26,7 +28,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
     *knowledge_urls.pages,
-    *conversation_urls.page_urlpatterns,
+    *chat_urls.page_urlpatterns,
     *handoff_urls.console_urlpatterns,
     path("console/api/widget-secret", api.WidgetSecretApi.as_view(), name="console-widget-secret"),
     path(

@@ -1,30 +1,10 @@
+"""URLs of conversation state: the partner API for a customer's data rights."""
+
 from django.urls import path
 
-from conversations import api, api_customers, views
+from conversations import api_customers
 
 api_urlpatterns = [
-    path("conversations", api.ConversationCreateApi.as_view(), name="conversations"),
-    path(
-        "conversations/<int:conversation_id>/messages",
-        api.ConversationMessagesApi.as_view(),
-        name="conversation-messages",
-    ),
-    path(
-        "conversations/<int:conversation_id>/handoffs",
-        api.HandoffCreateApi.as_view(),
-        name="conversation-handoffs",
-    ),
-    path(
-        "conversations/<int:conversation_id>/actions/<int:action_id>/confirm",
-        api.ActionConfirmApi.as_view(),
-        name="conversation-action-confirm",
-    ),
-    path(
-        "conversations/<int:conversation_id>/actions/<int:action_id>/cancel",
-        api.ActionCancelApi.as_view(),
-        name="conversation-action-cancel",
-    ),
-    path("messages/<int:message_id>/feedback", api.FeedbackCreateApi.as_view(), name="feedback"),
     path(
         "customers/<str:external_id>",
         api_customers.CustomerEraseApi.as_view(),
@@ -35,9 +15,4 @@ api_urlpatterns = [
         api_customers.CustomerExportApi.as_view(),
         name="customer-export",
     ),
-]
-
-page_urlpatterns = [
-    path("chat/<slug:tenant_slug>/", views.chat_page, name="chat"),
-    path("widget.js", views.widget_js, name="widget-js"),
 ]

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from actions import selectors as action_selectors
-from conversations import orchestrator
+from chat import orchestrator
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
 from conversations.models import Message

@@ -66,6 +66,8 @@ INSTALLED_APPS = [
     "conversations",
     "actions",
     "handoffs",
+    "chat",
+    "evals",
     "demo",
 ]
 
@@ -197,7 +199,7 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # Content-Security-Policy on every response (django-csp). Pages load scripts and styles from
 # our own static files only; no inline code. The chat page replaces frame-ancestors with the
-# tenant's allowed origins (conversations.views.chat_page).
+# tenant's allowed origins (chat.views.chat_page).
 KB_PAGE_STYLE_HASH = "'sha256-wcaq3tiSfBgT+cQHy1sMJIgFit6VcKWu9RKvYVahEto='"
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {

@@ -18,9 +18,9 @@ from django_q.models import Schedule
 from rest_framework.test import APIClient
 
 from actions.models import ActionRequest
+from chat.identity import identity_token_make
 from config.asgi import application
 from conversations import customer_data, services, tasks
-from conversations.identity import identity_token_make
 from conversations.models import Conversation, Customer, Feedback, Message
 from handoffs import services as handoff_services
 from handoffs.models import InternalNote

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from conversations import metrics as chat_metrics  # noqa: F401 - registers the chat metrics
+from chat import metrics as chat_metrics  # noqa: F401 - registers the chat metrics
 from inference.discovery import parse_spec
 from supportbot.tests.deploytools import DEPLOY
 from supportbot.tests.kustomize import KustomizeError, build

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from conversations import metrics as chat_metrics  # noqa: F401 - registers the chat metrics
+from chat import metrics as chat_metrics  # noqa: F401 - registers the chat metrics
 from handoffs.metrics import HandoffQueueCollector
 from inference.telemetry import worker_registry_collector, yield_collector
 from inference.tests.replay_server import METRICS_FIXTURE

@@ -17,12 +17,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection, connections, transaction
 
 from actions.models import ActionRequest
+from chat.orchestrator import answer_cache
+from chat.orchestrator.base import Draft
+from chat.tests.helpcenter import RETURNS_MD, index_document
 from config.asgi import application
 from conversations import services as conversation_services
 from conversations.models import Conversation, Feedback, Message
-from conversations.orchestrator import answer_cache
-from conversations.orchestrator.base import Draft
-from conversations.tests.helpcenter import RETURNS_MD, index_document
 from handoffs import services as handoff_services
 from handoffs.models import Handoff, InternalNote
 from knowledge import selectors as knowledge

@@ -25,13 +25,13 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from actions.models import ActionRequest
+from chat.consumers import ChatConsumer
+from chat.tests.helpcenter import index_document
 from config.asgi import application
 from config.routing import websocket_urlpatterns
 from conversations import events
 from conversations import services as conversation_services
-from conversations.consumers import ChatConsumer
 from conversations.models import Conversation, Customer, Feedback, Message
-from conversations.tests.helpcenter import index_document
 from handoffs import services as handoff_services
 from handoffs.consumers import ConsoleConsumer
 from handoffs.models import Handoff, InternalNote

@@ -18,9 +18,9 @@ from django_q.signals import post_execute_in_worker, pre_enqueue, pre_execute
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from redis import Redis
 
+from chat.consumers import ChatConsumer
+from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
 from conftest import isolated_pool
-from conversations.consumers import ChatConsumer
-from conversations.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
 from demo.orders.testing import free_port
 from inference import services as inference_services
 from inference.models import ModelWorker

@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.test import Client
 
-from conversations.identity import identity_token_make, identity_token_verify
+from chat.identity import identity_token_make, identity_token_verify
 from supportbot.models import AuditEvent, Tenant
 from supportbot.tests.factories import MembershipFactory, UserFactory
 

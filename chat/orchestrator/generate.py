@@ -1,0 +1,313 @@
+"""Generation released one verified sentence at a time, within a first-words budget.
+
+Every model sentence is checked against the retrieved passages (`verification`) and against
+the question (relevance gate) before the customer sees it; CPU work runs in the bounded pool
+and each text is embedded once per turn. Generation gives up — and the caller answers
+extractively — when no verified sentence arrived within the budget, or when the model's
+last sentences all failed. Every outcome is recorded in the model's yield book
+(`inference.yields`), which decides whether later answers try the model at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from chat.orchestrator.base import Draft, Turn, cpu
+from chat.orchestrator.extractive import quote_for
+from chat.orchestrator.prompt import PROMPT_VERSION
+from conversations import events
+from conversations.models import Message
+from inference import gateway, yields
+from inference.config import get_config
+from supportbot.observability import tracing
+from verification import PassageVerifier, RelevanceGate, split_sentences
+
+logger = logging.getLogger(__name__)
+
+ANSWER_MAX_TOKENS = 160
+MAX_DROPPED_IN_A_ROW = 2
+
+
+def first_sentence_budget_s() -> float:
+    """From the start of the turn (search included): past it without a verified sentence,
+    the customer gets the extractive answer at once (first words p95 target: 1 s)."""
+    return settings.ANSWER_FIRST_WORDS_BUDGET_S
+
+
+@dataclass
+class Generation:
+    draft: Draft | None = None
+    emitted: bool = False  # verified sentences reached the customer
+    error: str | None = None
+    kept: int = 0
+    dropped: int = 0
+    waited_ms: float = 0.0
+    model: str = ""
+    worker: str = ""
+    reason: str = ""  # why it ended without a draft: budget | drifted | nothing_verified | error
+    dropped_sentences: list[dict] = field(default_factory=list)
+
+
+def _give_up(kept: list, dropped: list, started: float) -> bool:
+    """Stop generating: no verified sentence within budget, or the last ones all failed."""
+    if not kept:
+        return len(dropped) >= MAX_DROPPED_IN_A_ROW or (
+            time.monotonic() - started > first_sentence_budget_s()
+        )
+    since_last_kept = sum(1 for d in dropped if d.get("after") == len(kept))
+    return since_last_kept >= MAX_DROPPED_IN_A_ROW
+
+
+def citation_order(kept: list[tuple[str, int]]) -> list[int]:
+    """Passage indexes in the order the answer first cites them (citation [1], [2], …)."""
+    return list(dict.fromkeys(idx for _, idx in kept))
+
+
+async def _checkers(turn: Turn, ordered: list) -> tuple[PassageVerifier, RelevanceGate]:
+    """The verifier and the relevance gate of this turn's passages (in the CPU pool)."""
+    texts = [p.text for p in ordered]
+    return await asyncio.gather(
+        cpu(PassageVerifier, texts, embed=turn.embedder),
+        cpu(RelevanceGate, turn.message.text, texts, embed=turn.embedder),
+    )
+
+
+async def generate(
+    turn: Turn, messages: list[dict], ordered: list, *, probe: bool = False
+) -> Generation:
+    """Stream from the gateway; publish each verified sentence; return what happened.
+
+    The checkers are built while the model reads its prompt (the first sentence waits for
+    both); the first-words budget covers both. With `probe` (a background measurement:
+    `shadow_probe`) nothing is published and the stream stops at the first kept sentence —
+    all the yield policy needs — so a probe costs the worker no more than the answer would."""
+    setup = asyncio.ensure_future(_checkers(turn, ordered))
+    kept: list[tuple[str, int]] = []  # (sentence, passage index in `ordered`, 1-based)
+    dropped: list[dict] = []
+    result = Generation()
+    buffer = ""
+    first_delta_ms = None
+    started = time.monotonic()
+
+    async def release(sentences: list[str]) -> None:
+        nonlocal first_delta_ms
+        verifier, gate = await asyncio.shield(setup)
+        with tracing.span("turn.verify", **{"supportbot.sentences": len(sentences)}):
+            checks = await cpu(verifier.check_many, sentences)
+            relevant = await cpu(gate.relevant, [c.sentence for c in checks])
+        for check, on_point in zip(checks, relevant, strict=True):
+            if check.supported and any(check.sentence == k for k, _ in kept):
+                dropped.append(
+                    {"sentence": check.sentence, "reasons": ["repeated"], "after": len(kept)}
+                )
+            elif check.supported and not on_point:
+                dropped.append(
+                    {
+                        "sentence": check.sentence,
+                        "reasons": ["beside the question"],
+                        "after": len(kept),
+                    }
+                )
+            elif check.supported:
+                kept.append((check.sentence, check.passage_index))
+                label = citation_order(kept).index(check.passage_index) + 1
+                if first_delta_ms is None:
+                    first_delta_ms = (time.monotonic() - started) * 1000
+                if not probe:
+                    await turn.events.publish(
+                        events.answer_delta(
+                            message_id=turn.reply.pk, text=f"{check.sentence} [{label}] "
+                        )
+                    )
+            else:
+                dropped.append(
+                    {"sentence": check.sentence, "reasons": check.reasons, "after": len(kept)}
+                )
+
+    final = None
+    stream = gateway.stream_chat(
+        tenant_id=turn.conversation.tenant_id,
+        messages=messages,
+        max_tokens=ANSWER_MAX_TOKENS,
+        role="primary",
+        affinity_key=f"conv:{turn.conversation.pk}",
+    )
+    remaining = first_sentence_budget_s() - (time.monotonic() - turn.started)
+    first_sentence_deadline = asyncio.timeout(max(0.05, remaining))
+    try:
+        async with first_sentence_deadline, contextlib.aclosing(stream):
+            async for item in stream:
+                if isinstance(item, gateway.ChatDelta):
+                    buffer += item.text
+                    sentences = split_sentences(buffer)
+                    if len(sentences) > 1:
+                        await release(sentences[:-1])
+                        buffer = sentences[-1]
+                    if kept and probe:
+                        buffer = ""  # measured: the first words would have been the model's
+                        break
+                    if kept:
+                        first_sentence_deadline.reschedule(None)  # first words are out
+                    if _give_up(kept, dropped, turn.started):
+                        # The model drifted off: stop paying for tokens; the customer gets
+                        # the extractive answer or what is kept.
+                        result.reason = "drifted"
+                        buffer = ""
+                        break
+                else:
+                    final = item
+            if buffer.strip():
+                await release([buffer.strip()])
+    except TimeoutError:
+        # No verified sentence within the first-words budget (enforced even while the
+        # engine is silent): answer extractively now.
+        logger.info("no verified sentence within %.2f s for message %s", remaining, turn.message.pk)
+        result.reason = "budget"
+    except gateway.InferenceError as exc:
+        logger.warning("generation failed for message %s: %s", turn.message.pk, exc)
+        result.error = getattr(exc, "code", exc.__class__.__name__)
+        result.reason = "error"
+        result.emitted = bool(kept)
+        result.worker = getattr(exc, "worker", "") or ""
+    finally:
+        if not setup.done():
+            setup.cancel()
+        elif not setup.cancelled():
+            setup.exception()  # retrieved: a failure surfaced through `release` already
+    result.kept, result.dropped = len(kept), len(dropped)
+    result.waited_ms = (
+        first_delta_ms if first_delta_ms is not None else (time.monotonic() - started) * 1000
+    )
+    result.dropped_sentences = dropped
+    if final is not None:
+        result.model, result.worker = final.model, final.worker
+    result.model = result.model or yields.model_for_role("primary")
+    if not result.error:
+        yields.record(
+            model=result.model,
+            worker=result.worker,
+            kept=result.kept,
+            dropped=result.dropped,
+            waited_ms=result.waited_ms,
+        )
+    if result.error or not kept:
+        result.reason = result.reason or "nothing_verified"
+        return result
+    used = citation_order(kept)
+    renumber = {old: new for new, old in enumerate(used, start=1)}
+    text = " ".join(f"{s} [{renumber[i]}]" for s, i in kept)
+    quotes = {}
+    for sentence, idx in kept:
+        quotes.setdefault(renumber[idx], sentence)
+    stats = {
+        "model": final.model if final else "",
+        "worker": final.worker if final else "",
+        "prompt_version": PROMPT_VERSION,
+        "prompt_tokens": final.prompt_tokens if final else None,
+        "completion_tokens": final.completion_tokens if final else None,
+        "ttft_ms": first_delta_ms,
+        "meta": {
+            "dropped_sentences": dropped,
+            "engine_ttft_ms": final.ttft_ms if final else None,
+        },
+    }
+    draft = Draft(text, Message.Kind.ANSWER, [ordered[i - 1] for i in used], {}, stats)
+    draft.quotes = {n: quote_for(ordered[i - 1].text, quotes[n]) for i, n in renumber.items()}
+    result.draft, result.emitted = draft, True
+    return result
+
+
+WARMING_UP = "warming_up"
+WARMING_UP_BUSY = "warming_up_busy"
+# Reasons `inference.yields.should_generate` gives for trying a model it measured useless.
+SHADOW_PROBES = ("probe_interval", "probe_random")
+PROBE, WARMUP = "probe", "warmup"
+# The model calls of this process nobody must pile onto, per kind: background probes of a
+# model measured useless (PROBE), and calls measuring a model not measured yet (WARMUP: the
+# background calls, or with INFERENCE_YIELD_WARMUP=foreground the answers waiting on it).
+# One registry bounds both modes; only the event loop's thread touches it.
+_probes: dict[str, set[asyncio.Task]] = {PROBE: set(), WARMUP: set()}
+
+
+@contextlib.contextmanager
+def warmup_slot(reason: str) -> Iterator[bool]:
+    """Admit an answer the yield policy sends to the model (`reason`); False when it may not
+    wait on it.
+
+    With `INFERENCE_YIELD_WARMUP=foreground`, while a model is warming up (too few
+    measurements) at most `INFERENCE_YIELD_WARMUP_IN_FLIGHT` answers of this process wait on
+    it at once (the answer's task holds a WARMUP place while it waits): the rest are
+    answered extractively at once. Thirty-two chats opening on a fresh model would otherwise
+    all wait on it — on a co-located CPU engine, each making every other slower. Other
+    reasons are always admitted."""
+    if reason != WARMING_UP:
+        yield True
+        return
+    task = asyncio.current_task()
+    admitted = task is not None and shadow_probe_free(WARMUP)
+    if admitted:
+        _probes[WARMUP].add(task)
+    try:
+        yield admitted
+    finally:
+        if admitted:
+            _probes[WARMUP].discard(task)
+
+
+def probe_kind(reason: str) -> str | None:
+    """Whether a model call the policy allowed (`reason`) runs in the background, never
+    waited for: `probe` for a model measured useless, `warmup` for one not measured yet
+    (unless `INFERENCE_YIELD_WARMUP=foreground`); None when the customer's answer waits on it."""
+    if reason in SHADOW_PROBES:
+        return PROBE
+    if reason == WARMING_UP and get_config().yield_warmup != "foreground":
+        return WARMUP
+    return None
+
+
+def _probe_limit(kind: str) -> int:
+    cfg = get_config()
+    return max(0, cfg.yield_probes_in_flight if kind == PROBE else cfg.yield_warmup_in_flight)
+
+
+def shadow_probe_free(kind: str = PROBE) -> bool:
+    """Whether this process may start another background call of this kind now."""
+    return len(_probes[kind]) < _probe_limit(kind)
+
+
+def shadow_probe(turn: Turn, messages: list[dict], ordered: list, *, kind: str = PROBE) -> bool:
+    """Generate in the background, verify every sentence, record the yield; show nothing.
+
+    At most `INFERENCE_YIELD_PROBES_IN_FLIGHT` probes (and, while a model is warming up,
+    `INFERENCE_YIELD_WARMUP_IN_FLIGHT` warm-up calls) run in this process at once: one that
+    falls due while they are busy is skipped (False), so a busy hour never piles calls onto
+    a worker nobody waits for.
+    """
+    if not shadow_probe_free(kind):
+        return False
+    # A context of its own: the probe outlives the turn, whose thread-sensitive context
+    # refuses calls once the turn is over.
+    task = asyncio.create_task(
+        _shadow_probe(turn, messages, ordered), context=contextvars.Context()
+    )
+    running = _probes[kind]
+    running.add(task)
+    task.add_done_callback(running.discard)
+    return True
+
+
+async def _shadow_probe(turn: Turn, messages: list[dict], ordered: list) -> None:
+    """Measure what the real path would have shown — the same generation, budget and checks
+    (`generate` records the yield), published nowhere."""
+    try:
+        await generate(turn, messages, ordered, probe=True)
+    except Exception:  # a probe must never disturb anything
+        logger.exception("shadow probe for message %s failed", turn.message.pk)

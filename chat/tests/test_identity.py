@@ -1,0 +1,178 @@
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from chat.identity import (
+    IdentityError,
+    VerifiedIdentity,
+    identity_session_make,
+    identity_session_verify,
+    identity_token_make,
+    identity_token_redeem,
+    identity_token_verify,
+    visitor_token_make,
+    visitor_token_verify,
+)
+from supportbot import ratelimit
+from supportbot.services import Actor, tenant_widget_secret_rotate
+
+
+def test_identity_token_made_with_the_widget_secret_verifies(tenant):
+    token = identity_token_make(tenant=tenant, external_id="cust.42|x")
+    assert identity_token_verify(tenant=tenant, token=token).external_id == "cust.42|x"
+
+
+def test_identity_token_of_another_tenant_is_rejected(tenant, other_tenant):
+    token = identity_token_make(tenant=other_tenant, external_id="cust-42")
+    with pytest.raises(IdentityError, match="signature"):
+        identity_token_verify(tenant=tenant, token=token)
+
+
+def test_identity_token_with_swapped_customer_id_is_rejected(tenant):
+    token = identity_token_make(tenant=tenant, external_id="alice")
+    parts = token.split(".")
+    forged = identity_token_make(tenant=tenant, external_id="mallory").split(".")[1]
+    with pytest.raises(IdentityError, match="signature"):
+        identity_token_verify(tenant=tenant, token=".".join([parts[0], forged, *parts[2:]]))
+
+
+def test_expired_identity_token_is_rejected(tenant):
+    token = identity_token_make(tenant=tenant, external_id="alice", ttl_seconds=-5)
+    with pytest.raises(IdentityError, match="expired"):
+        identity_token_verify(tenant=tenant, token=token)
+
+
+@pytest.mark.parametrize("token", ["", "v1.abc", "v2.YQ.1.00", "v1.YQ.notanumber.00", None])
+def test_malformed_identity_token_is_rejected(tenant, token):
+    with pytest.raises(IdentityError):
+        identity_token_verify(tenant=tenant, token=token)
+
+
+def test_visitor_token_round_trips_and_is_bound_to_the_tenant(tenant, other_tenant):
+    visitor_id, token = visitor_token_make(tenant=tenant)
+    assert visitor_token_verify(tenant=tenant, token=token) == visitor_id
+    with pytest.raises(IdentityError, match="another site"):
+        visitor_token_verify(tenant=other_tenant, token=token)
+    with pytest.raises(IdentityError):
+        visitor_token_verify(tenant=tenant, token=token[:-2] + "xx")
+
+
+def test_identity_token_expiry_is_in_the_future(tenant):
+    token = identity_token_make(tenant=tenant, external_id="a", ttl_seconds=60)
+    assert identity_token_verify(tenant=tenant, token=token).expires_at > time.time()
+
+
+def test_a_ten_year_token_is_rejected(tenant):
+    token = identity_token_make(tenant=tenant, external_id="a", ttl_seconds=10 * 365 * 86400)
+    with pytest.raises(IdentityError, match="lives too long"):
+        identity_token_verify(tenant=tenant, token=token)
+
+
+def test_the_tenant_sets_a_shorter_maximum_lifetime(tenant):
+    tenant.identity_token_max_lifetime_s = 600
+    tenant.save()
+    identity_token_verify(
+        tenant=tenant, token=identity_token_make(tenant=tenant, external_id="a", ttl_seconds=600)
+    )
+    with pytest.raises(IdentityError, match="lives too long"):
+        identity_token_verify(
+            tenant=tenant,
+            token=identity_token_make(tenant=tenant, external_id="a", ttl_seconds=3600),
+        )
+
+
+def test_a_token_is_redeemed_once_only(tenant):
+    token = identity_token_make(tenant=tenant, external_id="alice")
+    assert identity_token_redeem(tenant=tenant, token=token).external_id == "alice"
+    with pytest.raises(IdentityError) as caught:
+        identity_token_redeem(tenant=tenant, token=token)
+    assert caught.value.code == "identity_replayed"
+    # A fresh token for the same customer (another nonce) is fine.
+    identity_token_redeem(
+        tenant=tenant, token=identity_token_make(tenant=tenant, external_id="alice")
+    )
+
+
+def test_replay_is_refused_by_another_process_through_redis(tenant):
+    token = identity_token_make(tenant=tenant, external_id="bob")
+    identity_token_redeem(tenant=tenant, token=token)
+    ratelimit._local.clear()  # another process: no local memory of it
+    with pytest.raises(IdentityError):
+        identity_token_redeem(tenant=tenant, token=token)
+
+
+def test_replay_is_refused_with_redis_down(tenant, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    ratelimit._redis.down_until = 0.0
+    token = identity_token_make(tenant=tenant, external_id="carol")
+    identity_token_redeem(tenant=tenant, token=token)
+    with pytest.raises(IdentityError):
+        identity_token_redeem(tenant=tenant, token=token)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_redemptions_of_one_token_have_one_winner(tenant):
+    token = identity_token_make(tenant=tenant, external_id="dave")
+    outcomes: list[str] = []
+
+    def redeem() -> None:
+        try:
+            identity_token_redeem(tenant=tenant, token=token)
+            outcomes.append("ok")
+        except IdentityError:
+            outcomes.append("refused")
+
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(8):
+            pool.submit(redeem)
+    assert sorted(outcomes) == ["ok"] + ["refused"] * 7
+
+
+def test_v1_tokens_without_a_nonce_still_verify(tenant):
+    token = identity_token_make(tenant=tenant, external_id="e", nonce="")
+    assert token.startswith("v1.")
+    assert identity_token_verify(tenant=tenant, token=token).external_id == "e"
+
+
+@pytest.mark.parametrize("token", [123, ["v1"], {"a": 1}, "v2.YQ.1.n.00.extra", "v1.\udcff.1.0"])
+def test_odd_token_values_are_identity_errors(tenant, token):
+    with pytest.raises(IdentityError):
+        identity_token_verify(tenant=tenant, token=token)
+
+
+def test_rotated_secret_keeps_the_old_one_until_the_overlap_ends(tenant):
+    old_token = identity_token_make(tenant=tenant, external_id="f")
+    tenant_widget_secret_rotate(tenant=tenant, actor=Actor.system(), overlap_seconds=3600)
+    tenant.refresh_from_db()
+    assert identity_token_verify(tenant=tenant, token=old_token).external_id == "f"
+    new_token = identity_token_make(tenant=tenant, external_id="f")
+    assert identity_token_verify(tenant=tenant, token=new_token).external_id == "f"
+    tenant.widget_secret_previous_until = timezone.now() - timedelta(seconds=1)
+    tenant.save()
+    with pytest.raises(IdentityError, match="signature"):
+        identity_token_verify(tenant=tenant, token=old_token)
+
+
+def test_rotation_without_overlap_refuses_old_tokens_at_once(tenant):
+    old_token = identity_token_make(tenant=tenant, external_id="g")
+    tenant_widget_secret_rotate(tenant=tenant, actor=Actor.system(), overlap_seconds=0)
+    tenant.refresh_from_db()
+    with pytest.raises(IdentityError):
+        identity_token_verify(tenant=tenant, token=old_token)
+
+
+def test_identity_session_is_bound_to_tenant_and_expiry(tenant, other_tenant):
+    identity = VerifiedIdentity(external_id="h", expires_at=int(time.time()) + 60)
+    session = identity_session_make(tenant=tenant, identity=identity)
+    assert identity_session_verify(tenant=tenant, token=session) == identity
+    with pytest.raises(IdentityError):
+        identity_session_verify(tenant=other_tenant, token=session)
+    expired = identity_session_make(
+        tenant=tenant, identity=VerifiedIdentity(external_id="h", expires_at=int(time.time()) - 1)
+    )
+    with pytest.raises(IdentityError) as caught:
+        identity_session_verify(tenant=tenant, token=expired)
+    assert caught.value.code == "identity_expired"

@@ -1,5 +1,0 @@
-from django.urls import re_path
-
-from conversations.consumers import ChatConsumer
-
-websocket_urlpatterns = [re_path(r"^ws/chat/$", ChatConsumer.as_asgi())]
