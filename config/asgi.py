@@ -15,7 +15,7 @@ from inference.asgi import PoolPollerMiddleware  # noqa: E402
 from knowledge import warmup  # noqa: E402
 
 # Origins are checked per route: the console accepts only our own hosts at the handshake
-# (handoffs.routing); the customer chat checks the tenant's allowed origins at session.start.
+# (console.routing); the customer chat checks the tenant's allowed origins at session.start.
 application = ProtocolTypeRouter(
     {
         "http": PoolPollerMiddleware(django_asgi_app),

@@ -3,7 +3,7 @@
 from django.conf import settings
 
 from chat.routing import websocket_urlpatterns as chat_routes
-from handoffs.routing import websocket_urlpatterns as console_routes
+from console.routing import websocket_urlpatterns as console_routes
 
 websocket_urlpatterns: list = [*chat_routes, *console_routes]
 

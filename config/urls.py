@@ -3,8 +3,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from chat import urls as chat_urls
+from console import urls as console_urls
 from conversations import urls as conversation_urls
-from handoffs import urls as handoff_urls
 from knowledge import urls as knowledge_urls
 from supportbot import api, health
 from supportbot.login_throttle import throttled_login
@@ -29,14 +29,14 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     *knowledge_urls.pages,
     *chat_urls.page_urlpatterns,
-    *handoff_urls.console_urlpatterns,
+    *console_urls.console_urlpatterns,
     path("console/api/widget-secret", api.WidgetSecretApi.as_view(), name="console-widget-secret"),
     path(
         "console/api/widget-secret/rotate",
         api.WidgetSecretRotateApi.as_view(),
         name="console-widget-secret-rotate",
     ),
-    path("", include("actions.urls")),
+    path("", include("console.urls_actions")),
     path("", include("inference.urls")),
 ]
 

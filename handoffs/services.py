@@ -19,7 +19,7 @@ from django.utils import timezone
 from conversations import events
 from conversations import services as conversation_services
 from conversations.models import Conversation, Message
-from handoffs import presence
+from handoffs import presence, selectors
 from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote, Team
 from supportbot.errors import ApplicationError, Conflict, NotFound, PermissionDenied
 from supportbot.models import Membership
@@ -77,6 +77,49 @@ def handoff_request(
     task_enqueue_on_commit("handoffs.tasks.handoff_summarize_task", handoff.pk)
     transaction.on_commit(lambda: handoff_route(handoff_id=handoff.pk))
     return handoff, True
+
+
+def queue_text(position: selectors.QueuePosition) -> str:
+    """Tell the customer their place in the queue, or to leave an email when nobody is on."""
+    if position.ask_for_email:
+        return (
+            "Everyone on our team is busy or offline right now, so this may take a while. Your "
+            "conversation stays in the queue; leave your email and we'll follow up there."
+        )
+    return (
+        f"You're number {position.position} in the queue; the wait is about "
+        f"{max(1, round(position.estimated_wait_minutes))} minute(s). "
+        "You can keep writing here and they will see everything."
+    )
+
+
+@transaction.atomic
+def handoff_open_with_notice(
+    *,
+    conversation: Conversation,
+    reason: str,
+    detail: str = "",
+    actor: Actor | None = None,
+) -> tuple[Handoff, bool, selectors.QueuePosition]:
+    """Open (or return) the conversation's handoff outside a message (button, partner API,
+    an agent's takeover); on open, tell the customer their queue position in a notice.
+
+    Return the handoff, whether it was opened now, and its queue position; the caller
+    publishes `handoff.started` (the chat path to the caller's own connection as well).
+    """
+    handoff, created = handoff_request(
+        conversation=conversation, reason=reason, detail=detail, actor=actor
+    )
+    position = selectors.handoff_queue_position(handoff=handoff)
+    if created:
+        conversation_services.message_post(
+            conversation=conversation,
+            role=Message.Role.SYSTEM,
+            kind=Message.Kind.NOTICE,
+            text="A person from our team will join shortly. " + queue_text(position),
+            meta={"handoff_id": handoff.pk},
+        )
+    return handoff, created, position
 
 
 def _transition(

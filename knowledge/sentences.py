@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from knowledge.embeddings import EMBEDDING_DIMENSIONS, embed_texts
-from verification.text import split_sentences
+from knowledge.text import split_sentences
 
 DTYPE = np.float16
 

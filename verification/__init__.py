@@ -11,15 +11,7 @@ Unsupported sentences are dropped; the caller falls back to an extractive answer
 little survives. Citations are only ever to retrieved passages.
 """
 
-from verification.quotes import (
-    ELLIPSIS,
-    RELEVANCE_RATIO,
-    RelevanceGate,
-    best_sentences,
-    join_quote,
-    quote_is_verbatim,
-)
-from verification.text import (
+from knowledge.text import (
     NEGATIONS,
     POLICY_TERMS,
     STOPWORDS,
@@ -30,6 +22,14 @@ from verification.text import (
     policy_terms,
     split_sentences,
     strip_citations,
+)
+from verification.quotes import (
+    ELLIPSIS,
+    RELEVANCE_RATIO,
+    RelevanceGate,
+    best_sentences,
+    join_quote,
+    quote_is_verbatim,
 )
 from verification.verifier import (
     EMBED_MIN,

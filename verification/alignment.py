@@ -21,8 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from knowledge.text import NEGATIONS, STOPWORDS, stem
 from verification.lexicon import are_contrasts, are_synonyms, contrasts_of, root
-from verification.text import NEGATIONS, STOPWORDS, stem
 
 # A word the passage does not contain is licensed when its contextual vector is this close to
 # a passage word's (tuned on the dev and held-out-1/2 splits).

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from knowledge.embeddings import embed_texts, embed_tokens
+from knowledge.text import split_sentences
 from supportbot.errors import ApplicationError
 from verification.alignment import TokenEmbed
-from verification.text import split_sentences
 from verification.verifier import PassageVerifier
 
 REQUIRED = ("passage", "faithful", "unfaithful")

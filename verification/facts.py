@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from knowledge.text import content_words, words
 from verification.lexicon import contrasts, root, synonyms_of
 from verification.names import name_reasons
-from verification.text import content_words, words
 
 # --------------------------------------------------------------------------- numbers
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Protocol
 
-from verification.text import stem
+from knowledge.text import stem
 
 _SYNONYMS = """
 begin start commence

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from verification.text import STOPWORDS
+from knowledge.text import STOPWORDS
 
 
 def names(text: str) -> list[tuple[str, bool]]:

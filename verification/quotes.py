@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from knowledge.embeddings import embed_texts
-from verification.text import content_words, split_sentences
+from knowledge.text import content_words, split_sentences
 
 
 def best_sentences(

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from knowledge.embeddings import embed_texts, embed_tokens, token_embeddings_available
-from verification.alignment import Aligned, TokenEmbed, WordVectorCache, licence
-from verification.facts import fact_reasons
-from verification.text import (
+from knowledge.text import (
     cited_indexes,
     content_words,
     policy_terms,
     split_sentences,
     strip_citations,
 )
+from verification.alignment import Aligned, TokenEmbed, WordVectorCache, licence
+from verification.facts import fact_reasons
 
 LEXICAL_MIN = 0.6  # share of the claim's content words the passage sentence licenses
 EMBED_MIN = 0.45

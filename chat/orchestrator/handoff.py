@@ -6,24 +6,11 @@ import time
 
 from chat.orchestrator.base import Draft, Emit, Outcome, Turn, TurnEvents, db, noop
 from chat.orchestrator.finish import finish
-from conversations import events, services
+from conversations import events
 from conversations.models import Conversation, Message
 from handoffs import selectors as handoff_selectors
 from handoffs import services as handoff_services
 from handoffs.models import Handoff
-
-
-def queue_text(position) -> str:
-    if position.ask_for_email:
-        return (
-            "Everyone on our team is busy or offline right now, so this may take a while. Your "
-            "conversation stays in the queue; leave your email and we'll follow up there."
-        )
-    return (
-        f"You're number {position.position} in the queue; the wait is about "
-        f"{max(1, round(position.estimated_wait_minutes))} minute(s). "
-        "You can keep writing here and they will see everything."
-    )
 
 
 async def hand_off(
@@ -35,7 +22,9 @@ async def hand_off(
         conversation=turn.conversation, reason=reason, detail=detail, trigger_message=turn.message
     )
     position = await db(handoff_selectors.handoff_queue_position)(handoff=handoff)
-    text = "I'm connecting you with a person from our team. " + queue_text(position)
+    text = "I'm connecting you with a person from our team. " + handoff_services.queue_text(
+        position
+    )
     draft = Draft(text, Message.Kind.HANDOFF, customer_state=Message.State.HANDED_OFF)
     if closest is not None and closest.passages:
         draft.text = f"{text} Meanwhile: {closest.text}"
@@ -59,18 +48,9 @@ async def request_handoff(
     subscribed: bool = False,
 ) -> tuple[Handoff, bool]:
     """Open (or return) the conversation's handoff outside a message (button, partner API)."""
-    handoff, created = await db(handoff_services.handoff_request)(
+    handoff, created, position = await db(handoff_services.handoff_open_with_notice)(
         conversation=conversation, reason=reason, detail=detail, actor=actor
     )
-    position = await db(handoff_selectors.handoff_queue_position)(handoff=handoff)
-    if created:
-        await db(services.message_post)(
-            conversation=conversation,
-            role=Message.Role.SYSTEM,
-            kind=Message.Kind.NOTICE,
-            text="A person from our team will join shortly. " + queue_text(position),
-            meta={"handoff_id": handoff.pk},
-        )
     channel = TurnEvents(conversation.pk, emit, subscribed=subscribed)
     await channel.publish(events.handoff_started(handoff=handoff, position=position))
     return handoff, created

@@ -159,7 +159,6 @@ def test_web_process_killed_mid_answer_then_restarted_answers_the_message_exactl
     assert Message.objects.filter(reply_to=message, role="bot").count() == 1
 
 
-
 def test_the_scheduled_redrive_moves_to_a_task_that_imports():
     import importlib
 

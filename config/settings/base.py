@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "actions",
     "handoffs",
     "chat",
+    "console",
     "evals",
     "demo",
 ]

@@ -29,11 +29,11 @@ from chat.consumers import ChatConsumer
 from chat.tests.helpcenter import index_document
 from config.asgi import application
 from config.routing import websocket_urlpatterns
+from console.consumers import ConsoleConsumer
 from conversations import events
 from conversations import services as conversation_services
 from conversations.models import Conversation, Customer, Feedback, Message
 from handoffs import services as handoff_services
-from handoffs.consumers import ConsoleConsumer
 from handoffs.models import Handoff, InternalNote
 from knowledge.models import Document
 from supportbot.models import Tenant

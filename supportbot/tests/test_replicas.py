@@ -13,9 +13,9 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
+from console import api as handoff_api
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
-from handoffs import api as handoff_api
 from inference import selectors as inference_selectors
 from knowledge import selectors as knowledge_selectors
 from supportbot import devservices, replicas

@@ -1,7 +1,7 @@
 import pytest
 
-from verification import text as text_module
-from verification.text import content_words, split_sentences, stem
+from knowledge import text as text_module
+from knowledge.text import content_words, split_sentences, stem
 
 
 @pytest.mark.parametrize(

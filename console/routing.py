@@ -1,7 +1,7 @@
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import re_path
 
-from handoffs.consumers import ConsoleConsumer
+from console.consumers import ConsoleConsumer
 
 # Only pages of this product (Origin host in ALLOWED_HOSTS) may open the console channel.
 websocket_urlpatterns = [

@@ -1,7 +1,8 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from actions import api, views
+from console import api_actions as api
+from console import views_actions as views
 from supportbot.login_throttle import throttled_login
 
 app_name = "actions"

@@ -17,8 +17,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from console.views import _console_tenant
 from conversations import customer_data
-from handoffs.views import _console_tenant
 from supportbot import selectors
 from supportbot.errors import NotFound
 from supportbot.models import Membership

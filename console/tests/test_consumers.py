@@ -2,8 +2,8 @@
 
 import json
 
+from console.consumers import ConsoleConsumer
 from conversations import events
-from handoffs.consumers import ConsoleConsumer
 
 
 def _console_viewing(conversation_id: int | None) -> tuple[ConsoleConsumer, list[dict]]:

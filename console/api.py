@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -13,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from actions import selectors as action_selectors
-from chat import orchestrator
+from conversations import events
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
 from conversations.models import Message
@@ -299,10 +298,13 @@ class TakeoverApi(ConsoleView):
         conversation = conversation_selectors.conversation_get(
             tenant=self.tenant, conversation_id=conversation_id
         )
-        handoff, _ = async_to_sync(orchestrator.request_handoff)(
+        handoff, _, position = services.handoff_open_with_notice(
             conversation=conversation,
             reason=Handoff.Reason.AGENT_TAKEOVER,
             detail=f"taken over by {request.user.get_username()}",
+        )
+        events.publish_on_commit(
+            conversation.pk, events.handoff_started(handoff=handoff, position=position)
         )
         handoff = services.handoff_claim(
             tenant_id=self.tenant.pk,

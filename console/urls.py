@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from handoffs import admin_views, api, views
+from console import admin_views, api, views
 from supportbot.login_throttle import throttled_login
 
 console_urlpatterns = [
