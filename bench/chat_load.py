@@ -781,7 +781,7 @@ def main(argv: list[str] | None = None) -> dict:
     nofile = harness.raise_nofile()
     if nofile < 2 * max(args.levels) + 256:
         sys.exit(f"open-file limit {nofile} is too low for {max(args.levels)} chats")
-    env = {"BENCH_ECHO_ENABLED": "1", "METRICS_TOKEN": METRICS_TOKEN}
+    env = {"ASGI_APPLICATION_PATH": "bench.asgi:application", "METRICS_TOKEN": METRICS_TOKEN}
     if not args.answer_cache:
         env["ANSWER_CACHE_ENABLED"] = "0"
     began = time.monotonic()

@@ -1,7 +1,7 @@
 """Echo reference for `bench.chat_load`: the same daphne, Channels and socket, no product work.
 
-Routed at `/ws/bench-echo/` only when `settings.BENCH_ECHO_ENABLED` (env `BENCH_ECHO_ENABLED=1`,
-off by default). It speaks just enough of the chat protocol for the benchmark client:
+Routed at `/ws/bench-echo/` only by the benchmark's own ASGI app (bench/asgi.py); the product
+never serves it. It speaks just enough of the chat protocol for the benchmark client:
 `session.start` → `session.ready`, `ping` → `pong`, and each `message.send` → one
 `answer.delta` echoing the text, then `answer.completed`. No database, channel layer or
 model: what the benchmark measures here is the floor the chat path cannot go below.

@@ -65,5 +65,5 @@ echo "  Order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json
 echo "  Logs: $LOG_DIR/ (daphne.log, qcluster.log, ordersvc.log, inference.log)"
 # No --proxy-headers: daphne would trust X-Forwarded-For/-Proto from any client. Django's
 # TrustedProxyMiddleware honours them only from TRUSTED_PROXIES.
-start daphne $PY -m daphne -b "$HOST" -p "$PORT" config.asgi:application
+start daphne $PY -m daphne -b "$HOST" -p "$PORT" "${ASGI_APPLICATION_PATH:-config.asgi:application}"
 wait -n "${pids[@]}"

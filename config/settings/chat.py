@@ -18,8 +18,6 @@ ORCHESTRATOR_MAX_CONCURRENT_TURNS = env.int("ORCHESTRATOR_MAX_CONCURRENT_TURNS",
 # Of those, at most this many for one tenant (0: half of them), so a tenant whose order
 # system hangs never holds every slot.
 ORCHESTRATOR_MAX_TURNS_PER_TENANT = env.int("ORCHESTRATOR_MAX_TURNS_PER_TENANT", default=0)
-# `/ws/bench-echo/` (bench/echo.py): the echo reference of `python -m bench.chat_load`.
-BENCH_ECHO_ENABLED = env.bool("BENCH_ECHO_ENABLED", default=False)
 # Threads of the per-process executor for CPU work of turns (embedding, verification) and the
 # size of the process's cache of split passages.
 ORCHESTRATOR_CPU_WORKERS = max(1, env.int("ORCHESTRATOR_CPU_WORKERS", default=os.cpu_count() or 2))
