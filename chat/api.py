@@ -15,9 +15,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from actions import selectors as action_selectors
+from actions import services as action_services
 from chat import limits, orchestrator
-from conversations import selectors, services
+from conversations import events, selectors, services
 from conversations.models import Conversation
+from handoffs import services as handoff_services
 from supportbot.api import AUTH_ERRORS, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
 from supportbot.idempotency import IdempotentPostMixin
@@ -295,7 +297,7 @@ class ActionAnswerApi(IdempotentPostMixin, APIView):
         conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        card = async_to_sync(orchestrator.answer_action)(
+        card = action_services.action_answer(
             conversation=conversation,
             action_id=action_id,
             version=data.validated_data["version"],
@@ -372,11 +374,14 @@ class HandoffCreateApi(IdempotentPostMixin, APIView):
         limits.handoff_enforce(
             customer_id=conversation.customer_id, conversation_id=conversation.pk
         )
-        handoff, created = async_to_sync(orchestrator.request_handoff)(
+        handoff, created, position = handoff_services.handoff_open_with_notice(
             conversation=conversation,
             reason="partner_request",
             detail=data.validated_data.get("detail", ""),
             actor=request_actor(request),
+        )
+        events.publish_on_commit(
+            conversation.pk, events.handoff_started(handoff=handoff, position=position)
         )
         body = {
             "id": handoff.pk,

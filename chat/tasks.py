@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
 
 from chat import orchestrator
 from conversations import selectors
+from supportbot import eventloop
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +26,8 @@ def unanswered_messages_sweep_task(limit: int = 50) -> list[int]:
     stale_before = timezone.now() - timedelta(seconds=settings.ANSWER_STALE_AFTER_S)
     for message in selectors.customer_messages_unanswered(older_than=stale_before, limit=limit):
         try:
-            outcome = async_to_sync(orchestrator.respond)(
-                conversation_id=message.conversation_id, message=message
+            outcome = eventloop.run(
+                orchestrator.respond(conversation_id=message.conversation_id, message=message)
             )
         except Exception:  # one bad message must not stop the sweep
             logger.exception("re-driving message %s failed", message.pk)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from asgiref.sync import async_to_sync
-
 from conversations.models import Message
 from handoffs.models import Handoff
 from inference import gateway
+from supportbot import eventloop
 from verification import PassageVerifier, split_sentences, strip_citations
 
 logger = logging.getLogger(__name__)
@@ -71,15 +70,17 @@ def _model_summary(handoff: Handoff, messages: list[Message]) -> str | None:
         f"{m.role.capitalize()}: {strip_citations(m.text)[:600]}" for m in messages[-20:]
     )
     try:
-        result = async_to_sync(gateway.complete)(
-            tenant_id=handoff.tenant_id,
-            messages=[
-                {"role": "system", "content": SUMMARY_PROMPT},
-                {"role": "user", "content": transcript},
-            ],
-            max_tokens=120,
-            role="small",
-            affinity_key=f"conv:{handoff.conversation_id}",
+        result = eventloop.run(
+            gateway.complete(
+                tenant_id=handoff.tenant_id,
+                messages=[
+                    {"role": "system", "content": SUMMARY_PROMPT},
+                    {"role": "user", "content": transcript},
+                ],
+                max_tokens=120,
+                role="small",
+                affinity_key=f"conv:{handoff.conversation_id}",
+            )
         )
     except gateway.InferenceError as exc:
         logger.info("summary model unavailable for handoff %s: %s", handoff.pk, exc)

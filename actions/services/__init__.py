@@ -10,10 +10,12 @@ retry key as the Idempotency-Key. Every state change is a conditional UPDATE on
 
 One concern per module: `config` (provider connection, policy), `ledger` (keys, transitions,
 events), `propose` (validation, dedupe, checks), `confirm` (confirmation, cancellation,
-admission under the limit lock), `execute` (send, settle, resolve by lookup), `decide`
-(approvals and roles), `sweep` (expiry, stuck rows, customer notices).
+admission under the limit lock), `answer` (a customer's answer from any channel), `execute`
+(send, settle, resolve by lookup), `decide` (approvals and roles), `sweep` (expiry, stuck rows,
+customer notices).
 """
 
+from actions.services.answer import action_answer
 from actions.services.config import (
     ProviderNotConfigured,
     action_policy_get,
@@ -35,6 +37,7 @@ from actions.services.sweep import (
 
 __all__ = [
     "ProviderNotConfigured",
+    "action_answer",
     "action_attach_card",
     "action_cancel",
     "action_confirm",

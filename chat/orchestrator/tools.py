@@ -15,7 +15,7 @@ from actions import selectors as action_selectors
 from actions import services as action_services
 from chat.orchestrator.base import Draft, Emit, Outcome, Turn, TurnEvents, db, noop
 from chat.orchestrator.finish import finish
-from conversations import events, selectors, services
+from conversations import events, services
 from conversations.models import Conversation, Message
 from inference import gateway
 from supportbot.errors import ApplicationError
@@ -236,20 +236,14 @@ async def answer_action(
     state reaches the conversation's connections from the ledger (on commit); a caller
     outside the group gets it through `emit`.
     """
-    customer = await db(selectors.customer_of)(conversation=conversation)
-    if confirm:
-        action = await db(action_services.action_confirm)(
-            action_id=action_id, customer=customer, expected_version=version, via=via
-        )
-    else:
-        action = await db(action_services.action_cancel)(
-            action_id=action_id, customer=customer, expected_version=version
-        )
-    if post_notice:
-        await db(action_services.notify_customer)(action=action)
-    else:
-        await db(action_services.action_mark_notified)(action_id=action.pk, state=action.state)
-    card = await db(action_selectors.action_card)(action)
+    card = await db(action_services.action_answer)(
+        conversation=conversation,
+        action_id=action_id,
+        version=version,
+        confirm=confirm,
+        via=via,
+        post_notice=post_notice,
+    )
     await TurnEvents(conversation.pk, emit, subscribed=subscribed).private(
         events.action_updated(card)
     )

@@ -203,7 +203,7 @@ def test_adversarial_phrasings_never_refund_and_never_propose_a_wrong_amount(sho
 def _report_write(lines: list[str], failures: list, *, refunds: int) -> None:
     REPORT.write_text(
         "# Refund phrasings through the real orchestrator\n\n"
-        "Written by `conversations/tests/test_action_phrasings.py` "
+        "Written by `chat/tests/test_action_phrasings.py` "
         "(`WRITE_REPORTS=1` to regenerate). "
         "Each message is sent by verified customer cust-1001 in a fresh conversation against "
         "the reference order service over HTTP; nobody confirms anything, so `provider refund "

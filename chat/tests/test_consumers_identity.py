@@ -7,8 +7,8 @@ import pytest
 from channels.db import database_sync_to_async
 
 from chat.identity import identity_token_make
+from chat.tests.test_consumers import connect, receive_until, start
 from conversations import events
-from conversations.tests.test_consumers import connect, receive_until, start
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -7,9 +7,9 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from chat import limits
+from chat.tests.test_consumers import ORIGIN, connect, receive_until, start
 from config.asgi import application
 from conversations.models import Conversation, Customer, Message
-from conversations.tests.test_consumers import ORIGIN, connect, receive_until, start
 from supportbot import ratelimit
 from supportbot.errors import RateLimited
 

@@ -7,8 +7,8 @@ from django.urls import URLPattern, URLResolver
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from config import urls
 from conversations.models import Conversation
-from supportbot import urls
 from supportbot.models import IdempotencyKey
 from supportbot.services import api_key_create
 from supportbot.tests.factories import MembershipFactory
