@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -28,7 +28,7 @@ from conversations.models import Message
 from inference import gateway, yields
 from inference.config import get_config
 from supportbot.observability import tracing
-from verification import PassageVerifier, RelevanceGate, split_sentences
+from verification import PassageVerifier, RelevanceGate, SentenceCheck, split_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,57 @@ async def _checkers(turn: Turn, ordered: list) -> tuple[PassageVerifier, Relevan
     )
 
 
+@dataclass
+class _Run:
+    """One generation in progress: its checkers and what its sentences have become so far."""
+
+    turn: Turn
+    setup: asyncio.Future  # the (verifier, relevance gate) pair, built while the model reads
+    probe: bool
+    started: float = field(default_factory=time.monotonic)
+    result: Generation = field(default_factory=Generation)
+    kept: list[tuple[str, int]] = field(default_factory=list)  # (sentence, 1-based passage)
+    dropped: list[dict] = field(default_factory=list)
+    first_delta_ms: float | None = None
+    final: gateway.ChatResult | None = None
+
+    async def release(self, sentences: list[str]) -> None:
+        """Check `sentences`; keep (and unless probing, publish) the verified, on-point new ones."""
+        verifier, gate = await asyncio.shield(self.setup)
+        with tracing.span("turn.verify", **{"supportbot.sentences": len(sentences)}):
+            checks = await cpu(verifier.check_many, sentences)
+            relevant = await cpu(gate.relevant, [c.sentence for c in checks])
+        for check, on_point in zip(checks, relevant, strict=True):
+            reasons = self._drop_reasons(check, on_point)
+            if reasons is None:
+                await self._keep(check.sentence, check.passage_index)
+            else:
+                self.dropped.append(
+                    {"sentence": check.sentence, "reasons": reasons, "after": len(self.kept)}
+                )
+
+    def _drop_reasons(self, check: SentenceCheck, on_point: bool) -> list[str] | None:
+        """Why a checked sentence is dropped; None when it is kept."""
+        if not check.supported:
+            return check.reasons
+        if any(check.sentence == k for k, _ in self.kept):
+            return ["repeated"]
+        if not on_point:
+            return ["beside the question"]
+        return None
+
+    async def _keep(self, sentence: str, passage_index: int) -> None:
+        """Keep a verified sentence; unless probing, publish it with its citation label."""
+        self.kept.append((sentence, passage_index))
+        label = citation_order(self.kept).index(passage_index) + 1
+        if self.first_delta_ms is None:
+            self.first_delta_ms = (time.monotonic() - self.started) * 1000
+        if not self.probe:
+            await self.turn.events.publish(
+                events.answer_delta(message_id=self.turn.reply.pk, text=f"{sentence} [{label}] ")
+            )
+
+
 async def generate(
     turn: Turn, messages: list[dict], ordered: list, *, probe: bool = False
 ) -> Generation:
@@ -89,50 +140,21 @@ async def generate(
     both); the first-words budget covers both. With `probe` (a background measurement:
     `shadow_probe`) nothing is published and the stream stops at the first kept sentence —
     all the yield policy needs — so a probe costs the worker no more than the answer would."""
-    setup = asyncio.ensure_future(_checkers(turn, ordered))
-    kept: list[tuple[str, int]] = []  # (sentence, passage index in `ordered`, 1-based)
-    dropped: list[dict] = []
-    result = Generation()
-    buffer = ""
-    first_delta_ms = None
-    started = time.monotonic()
+    run = _Run(turn, asyncio.ensure_future(_checkers(turn, ordered)), probe)
+    await _stream(run, messages)
+    _tally(run)
+    result = run.result
+    if result.error or not run.kept:
+        result.reason = result.reason or "nothing_verified"
+        return result
+    result.draft, result.emitted = _draft(run, ordered), True
+    return result
 
-    async def release(sentences: list[str]) -> None:
-        nonlocal first_delta_ms
-        verifier, gate = await asyncio.shield(setup)
-        with tracing.span("turn.verify", **{"supportbot.sentences": len(sentences)}):
-            checks = await cpu(verifier.check_many, sentences)
-            relevant = await cpu(gate.relevant, [c.sentence for c in checks])
-        for check, on_point in zip(checks, relevant, strict=True):
-            if check.supported and any(check.sentence == k for k, _ in kept):
-                dropped.append(
-                    {"sentence": check.sentence, "reasons": ["repeated"], "after": len(kept)}
-                )
-            elif check.supported and not on_point:
-                dropped.append(
-                    {
-                        "sentence": check.sentence,
-                        "reasons": ["beside the question"],
-                        "after": len(kept),
-                    }
-                )
-            elif check.supported:
-                kept.append((check.sentence, check.passage_index))
-                label = citation_order(kept).index(check.passage_index) + 1
-                if first_delta_ms is None:
-                    first_delta_ms = (time.monotonic() - started) * 1000
-                if not probe:
-                    await turn.events.publish(
-                        events.answer_delta(
-                            message_id=turn.reply.pk, text=f"{check.sentence} [{label}] "
-                        )
-                    )
-            else:
-                dropped.append(
-                    {"sentence": check.sentence, "reasons": check.reasons, "after": len(kept)}
-                )
 
-    final = None
+async def _stream(run: _Run, messages: list[dict]) -> None:
+    """Stream the answer within the first-words budget, releasing its sentences; note in
+    `run.result` why it ended early (budget, error), never raising an inference error."""
+    turn, result = run.turn, run.result
     stream = gateway.stream_chat(
         tenant_id=turn.conversation.tenant_id,
         messages=messages,
@@ -144,28 +166,7 @@ async def generate(
     first_sentence_deadline = asyncio.timeout(max(0.05, remaining))
     try:
         async with first_sentence_deadline, contextlib.aclosing(stream):
-            async for item in stream:
-                if isinstance(item, gateway.ChatDelta):
-                    buffer += item.text
-                    sentences = split_sentences(buffer)
-                    if len(sentences) > 1:
-                        await release(sentences[:-1])
-                        buffer = sentences[-1]
-                    if kept and probe:
-                        buffer = ""  # measured: the first words would have been the model's
-                        break
-                    if kept:
-                        first_sentence_deadline.reschedule(None)  # first words are out
-                    if _give_up(kept, dropped, turn.started):
-                        # The model drifted off: stop paying for tokens; the customer gets
-                        # the extractive answer or what is kept.
-                        result.reason = "drifted"
-                        buffer = ""
-                        break
-                else:
-                    final = item
-            if buffer.strip():
-                await release([buffer.strip()])
+            await _consume(run, stream, first_sentence_deadline)
     except TimeoutError:
         # No verified sentence within the first-words budget (enforced even while the
         # engine is silent): answer extractively now.
@@ -175,20 +176,61 @@ async def generate(
         logger.warning("generation failed for message %s: %s", turn.message.pk, exc)
         result.error = getattr(exc, "code", exc.__class__.__name__)
         result.reason = "error"
-        result.emitted = bool(kept)
+        result.emitted = bool(run.kept)
         result.worker = getattr(exc, "worker", "") or ""
     finally:
-        if not setup.done():
-            setup.cancel()
-        elif not setup.cancelled():
-            setup.exception()  # retrieved: a failure surfaced through `release` already
-    result.kept, result.dropped = len(kept), len(dropped)
+        _settle(run.setup)
+
+
+async def _consume(
+    run: _Run, stream: AsyncIterator, first_sentence_deadline: asyncio.Timeout
+) -> None:
+    """Release each complete sentence as it streams in, then the rest; stop early once a
+    probe has its first kept sentence, or when the model drifted off (`_give_up`)."""
+    buffer = ""
+    async for item in stream:
+        if not isinstance(item, gateway.ChatDelta):
+            run.final = item
+            continue
+        buffer += item.text
+        sentences = split_sentences(buffer)
+        if len(sentences) > 1:
+            await run.release(sentences[:-1])
+            buffer = sentences[-1]
+        if run.kept and run.probe:
+            return  # measured: the first words would have been the model's
+        if run.kept:
+            first_sentence_deadline.reschedule(None)  # first words are out
+        if _give_up(run.kept, run.dropped, run.turn.started):
+            # The model drifted off: stop paying for tokens; the customer gets the
+            # extractive answer or what is kept.
+            run.result.reason = "drifted"
+            return
+    if buffer.strip():
+        await run.release([buffer.strip()])
+
+
+def _settle(setup: asyncio.Future) -> None:
+    """Cancel the checkers' setup if still running, else retrieve its failure (if any: it
+    surfaced through `release` already)."""
+    if not setup.done():
+        setup.cancel()
+    elif not setup.cancelled():
+        setup.exception()
+
+
+def _tally(run: _Run) -> None:
+    """Fill in the counts, wait and model of `run.result`; record the yield unless it failed."""
+    result = run.result
+    result.kept, result.dropped = len(run.kept), len(run.dropped)
     result.waited_ms = (
-        first_delta_ms if first_delta_ms is not None else (time.monotonic() - started) * 1000
+        run.first_delta_ms
+        if run.first_delta_ms is not None
+        else (time.monotonic() - run.started) * 1000
     )
-    result.dropped_sentences = dropped
-    if final is not None:
-        result.model, result.worker = final.model, final.worker
+    result.dropped_sentences = run.dropped
+    if run.final is not None:
+        result.model, result.worker = run.final.model, run.final.worker
     result.model = result.model or yields.model_for_role("primary")
     if not result.error:
         yields.record(
@@ -198,31 +240,36 @@ async def generate(
             dropped=result.dropped,
             waited_ms=result.waited_ms,
         )
-    if result.error or not kept:
-        result.reason = result.reason or "nothing_verified"
-        return result
-    used = citation_order(kept)
+
+
+def _draft(run: _Run, ordered: list) -> Draft:
+    """The answer of the kept sentences, its citations renumbered in order of first use."""
+    used = citation_order(run.kept)
     renumber = {old: new for new, old in enumerate(used, start=1)}
-    text = " ".join(f"{s} [{renumber[i]}]" for s, i in kept)
+    text = " ".join(f"{s} [{renumber[i]}]" for s, i in run.kept)
     quotes = {}
-    for sentence, idx in kept:
+    for sentence, idx in run.kept:
         quotes.setdefault(renumber[idx], sentence)
-    stats = {
+    draft = Draft(text, Message.Kind.ANSWER, [ordered[i - 1] for i in used], {}, _stats(run))
+    draft.quotes = {n: quote_for(ordered[i - 1].text, quotes[n]) for i, n in renumber.items()}
+    return draft
+
+
+def _stats(run: _Run) -> dict:
+    """The draft's generation stats: model, worker, prompt, tokens, timings, drops."""
+    final = run.final
+    return {
         "model": final.model if final else "",
         "worker": final.worker if final else "",
         "prompt_version": PROMPT_VERSION,
         "prompt_tokens": final.prompt_tokens if final else None,
         "completion_tokens": final.completion_tokens if final else None,
-        "ttft_ms": first_delta_ms,
+        "ttft_ms": run.first_delta_ms,
         "meta": {
-            "dropped_sentences": dropped,
+            "dropped_sentences": run.dropped,
             "engine_ttft_ms": final.ttft_ms if final else None,
         },
     }
-    draft = Draft(text, Message.Kind.ANSWER, [ordered[i - 1] for i in used], {}, stats)
-    draft.quotes = {n: quote_for(ordered[i - 1].text, quotes[n]) for i, n in renumber.items()}
-    result.draft, result.emitted = draft, True
-    return result
 
 
 WARMING_UP = "warming_up"
