@@ -192,6 +192,28 @@ def unit_scores(
     return scores
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """The units a window is cut from and the words it should reach (`min_words`) and may
+    hold (`max_words`)."""
+
+    units: Sequence[Unit]
+    min_words: int
+    max_words: int
+
+    def words(self, first: int, last: int) -> int:
+        """Words of units[first] to units[last], both included."""
+        return sum(u.words for u in self.units[first : last + 1])
+
+    def fits(self, first: int, last: int) -> bool:
+        """Do units[first] to units[last] hold at most `max_words` words?"""
+        return self.words(first, last) <= self.max_words
+
+    def short(self, first: int, last: int) -> bool:
+        """Do units[first] to units[last] hold fewer than `min_words` words?"""
+        return self.words(first, last) < self.min_words
+
+
 def window(
     text: str,
     units: Sequence[Unit],
@@ -206,55 +228,118 @@ def window(
     first unit whenever the best one is within reach. Units past the end of `scores` (the
     passage's continuation) are never the best one: the window only runs on into them."""
     best = max(range(len(scores)), key=lambda i: (scores[i], -i))
-    first = last = best
+    budget = _Budget(units, min_words, max_words)
+    first = _start(budget, best, lead=lead)
+    last = _run_on(budget, first, best)
+    first = _reach_back(budget, first, last)
+    first = _code_intro(budget, first, last)
+    last = _finish(budget, first, last)
+    first = _skip_stray_marks(units, first, last)
+    return _quote(text, budget, first, last, scores[best])
 
-    def words(a: int, b: int) -> int:
-        return sum(u.words for u in units[a : b + 1])
 
+def _paragraph_start(units: Sequence[Unit], best: int) -> int:
+    """The first unit of the block `best` sits in."""
     opening = best
     while opening > 0 and units[opening - 1].block == units[best].block:
         opening -= 1
-    if lead and words(0, best) <= max_words:
-        first = 0
-    elif best > 0 and goes_on(units[best].text):
-        first = best - 1
-    elif best > 0 and units[best - 1].text.rstrip().endswith(":"):
-        first = best - 1  # "Make sure that:" / "Then do this:" introduces what follows
-    elif opening < best and words(opening, best - 1) <= PARAGRAPH_REACH:
-        first = opening  # the paragraph's first sentence states what the rest explains
-    while first < best and words(first, best) > max_words:
-        first += 1  # what leads up to the best unit gives way to it (never cut mid-sentence)
+    return opening
 
-    while last + 1 < len(units) and words(first, last) < min_words:
-        if words(first, last + 1) > max_words:
+
+def _lead_in(budget: _Budget, best: int, *, lead: bool) -> int:
+    """The unit the quote would start at, by the first rule that applies: the passage's
+    first (`lead`, within max_words), the unit the best goes on from, the unit introducing
+    it with a colon, its paragraph's first (within PARAGRAPH_REACH words); else the best."""
+    units = budget.units
+    if lead and budget.fits(0, best):
+        return 0
+    if best > 0 and goes_on(units[best].text):
+        return best - 1
+    if best > 0 and units[best - 1].text.rstrip().endswith(":"):
+        return best - 1  # "Make sure that:" / "Then do this:" introduces what follows
+    opening = _paragraph_start(units, best)
+    if opening < best and budget.words(opening, best - 1) <= PARAGRAPH_REACH:
+        return opening  # the paragraph's first sentence states what the rest explains
+    return best
+
+
+def _start(budget: _Budget, best: int, *, lead: bool) -> int:
+    """The lead-in (`_lead_in`) shortened until it and the best unit fit in max_words."""
+    first = _lead_in(budget, best, lead=lead)
+    while first < best and not budget.fits(first, best):
+        first += 1  # what leads up to the best unit gives way to it (never cut mid-sentence)
+    return first
+
+
+def _run_on(budget: _Budget, first: int, best: int) -> int:
+    """The last unit: on from the best one until the window holds min_words (within
+    max_words), and never the best one itself while the next unit fits."""
+    last = best
+    while last + 1 < len(budget.units) and budget.short(first, last):
+        if not budget.fits(first, last + 1):
             break
         last += 1
-    if last == best and last + 1 < len(units) and words(first, last + 1) <= max_words:
+    if last == best and last + 1 < len(budget.units) and budget.fits(first, last + 1):
         last += 1  # the answer follows the sentence that matches the question: never end on it
-    while first > 0 and words(first, last) < min_words:
-        if words(first - 1, last) > max_words:
+    return last
+
+
+def _reach_back(budget: _Budget, first: int, last: int) -> int:
+    """The first unit, moved back while the window is short of min_words (within
+    max_words): only when the passage ends first."""
+    while first > 0 and budget.short(first, last):
+        if not budget.fits(first - 1, last):
             break
         first -= 1
-    while first > 0 and units[first].code and words(first - 1, last) <= max_words:
+    return first
+
+
+def _code_intro(budget: _Budget, first: int, last: int) -> int:
+    """The first unit, moved back out of a code block to the sentence introducing it (within
+    max_words)."""
+    while first > 0 and budget.units[first].code and budget.fits(first - 1, last):
         first -= 1  # a code block is quoted from the sentence that introduces it
-    while last + 1 < len(units) and words(first, last + 1) <= max_words:
-        announces = units[last].text.rstrip().endswith(":")
-        in_code = units[last].code and units[last + 1].block == units[last].block
-        if not (announces or in_code or runs_on(units[last], units[last + 1])):
+    return first
+
+
+def _leaves_unfinished(units: Sequence[Unit], last: int) -> bool:
+    """Does the window stop short of what units[last] calls for: it announces what follows
+    ("…include:"), it is inside a code block, or it runs on into the next block?"""
+    announces = units[last].text.rstrip().endswith(":")
+    in_code = units[last].code and units[last + 1].block == units[last].block
+    return announces or in_code or runs_on(units[last], units[last + 1])
+
+
+def _finish(budget: _Budget, first: int, last: int) -> int:
+    """The last unit, moved on while the window is unfinished (within max_words)."""
+    while last + 1 < len(budget.units) and budget.fits(first, last + 1):
+        if not _leaves_unfinished(budget.units, last):
             break
         last += 1  # what "…include:" announces, the rest of a code block or of a sentence
+    return last
+
+
+def _skip_stray_marks(units: Sequence[Unit], first: int, last: int) -> int:
+    """The first unit, moved past units without a word character."""
     while first < last and not _WORDLIKE.search(units[first].text):
         first += 1  # never open on a stray mark (". To start…" after a code block in a sentence)
+    return first
+
+
+def _quote(text: str, budget: _Budget, first: int, last: int, score: float) -> Window:
+    """The window of units[first] to units[last], laid out (`layout`); a code line keeps its
+    indentation, and one run-on unit over max_words is cut at a word boundary and marked."""
+    units = budget.units
     start, end = units[first].start, units[last].end
     line = text.rfind("\n", 0, start) + 1
     if units[first].code and not text[line:start].strip():
         start = line  # a code line's indentation is part of it
     quote = layout(text[start:end])
-    if words(first, last) > max_words:  # one run-on unit: cut at a word boundary, marked
-        quote = " ".join(quote.split()[:max_words])
+    if not budget.fits(first, last):  # one run-on unit: cut at a word boundary, marked
+        quote = " ".join(quote.split()[: budget.max_words])
         end = start + len(quote)
         quote += ELLIPSIS.rstrip()
-    return Window(quote, first, last, scores[best], start, end)
+    return Window(quote, first, last, score, start, end)
 
 
 def compose(

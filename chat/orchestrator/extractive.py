@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -94,6 +94,15 @@ def _overlaps(a, win_a, b, win_b) -> bool:
     return start_a < b.span[0] + win_b.end and start_b < a.span[0] + win_a.end
 
 
+class _Ranked(NamedTuple):
+    """A candidate passage with its heading (the last of its path) and how well that heading
+    matches the question (`compose.heading_similarity`)."""
+
+    passage: Any
+    sim: float
+    heading: str
+
+
 def extractive_draft(
     *,
     query: str,
@@ -111,94 +120,158 @@ def extractive_draft(
     sentence answers it (passages with stored sentence vectors, and the first few others); a
     follow-up's passages were found with the question it follows (`followup`), its quote is
     chosen for its own words."""
-    candidates = passages[:CANDIDATES]
-    headings = [p.heading_path[-1] if p.heading_path else "" for p in candidates]
-    sims = compose.heading_similarity(query, headings)
     if not isinstance(embed, TurnEmbedder):
         embed = TurnEmbedder(embed, shared=None)  # each text embedded once here too
-    stored = set()  # passages whose sentences were embedded when they were indexed
+    ranked, rank = _rank(query, passages[:CANDIDATES], embed)
+    chosen = _choose(query, ranked, rank, embed, max_quotes)
+    if not chosen:  # passages without sentences: quote the first as it is
+        return _whole_passage_draft(ranked[0].passage)
+    return _quotes_draft(_in_source_order(chosen))
+
+
+def _rank(query: str, candidates, embed: TurnEmbedder) -> tuple[list[_Ranked], dict[Any, float]]:
+    """The candidates best first, and each one's rank by chunk id: evidence, plus
+    HEADING_WEIGHT of its heading's similarity, plus SENTENCE_WEIGHT of its best sentence's
+    score (`_best_sentence_scores`, chosen among the candidates ranked without it)."""
+    headings = [p.heading_path[-1] if p.heading_path else "" for p in candidates]
+    sims = compose.heading_similarity(query, headings)
+    stored = _seed_stored(candidates, embed)
+    ranked = sorted(
+        (_Ranked(*psh) for psh in zip(candidates, sims, headings, strict=True)),
+        key=lambda r: (-(r.passage.evidence + HEADING_WEIGHT * r.sim), -r.passage.score),
+    )
+    sentence = _best_sentence_scores(query, ranked, stored, embed)
+    rank = {
+        r.passage.chunk_id: r.passage.evidence
+        + HEADING_WEIGHT * r.sim
+        + SENTENCE_WEIGHT * sentence.get(r.passage.chunk_id, 0.0)
+        for r in ranked
+    }
+    ranked.sort(key=lambda r: (-rank[r.passage.chunk_id], -r.passage.score))
+    return ranked, rank
+
+
+def _seed_stored(candidates, embed: TurnEmbedder) -> set:
+    """Give `embed` the sentence vectors stored at indexing; return those passages' chunk ids."""
+    stored = set()
     for passage in candidates:
         vectors = sentence_vectors_read(passage.text, passage.sentence_vectors)
         if vectors:
             embed.seed(vectors)
             stored.add(passage.chunk_id)
-    ranked = sorted(
-        zip(candidates, sims, headings, strict=True),
-        key=lambda psh: (-(psh[0].evidence + HEADING_WEIGHT * psh[1]), -psh[0].score),
-    )
-    # The question, the headings of the first passages and the sentences not stored at
-    # indexing in one model call (a call costs about as much as four more sentences); the
-    # loop below composes from the same units, split as `compose` splits them (the seam may
-    # join two), and embeds a heading further down only when it quotes its passage.
-    unstored = [p.chunk_id for p, _, _ in ranked if p.chunk_id not in stored]
+    return stored
+
+
+def _best_sentence_scores(
+    query: str, ranked: list[_Ranked], stored: set, embed: TurnEmbedder
+) -> dict[Any, float]:
+    """The best sentence score (`compose.unit_scores`) of every passage with stored vectors
+    and of the first RANKED_BY_SENTENCE without, by chunk id.
+
+    The question, the headings of the first passages and the sentences not stored at
+    indexing go in one model call (a call costs about as much as four more sentences); the
+    passages are split as `compose` splits them (the seam may join two), and a heading further
+    down is embedded only when its passage is quoted."""
+    unstored = [r.passage.chunk_id for r in ranked if r.passage.chunk_id not in stored]
     scored = stored | set(unstored[:RANKED_BY_SENTENCE])
     units = {
-        p.chunk_id: compose.split_passage(p.text, p.continuation)[2]
-        for p, _, _ in ranked
-        if p.chunk_id in scored
+        r.passage.chunk_id: compose.split_passage(r.passage.text, r.passage.continuation)[2]
+        for r in ranked
+        if r.passage.chunk_id in scored
     }
-    distinct = sorted({h for _, _, h in ranked[:HEADINGS_EMBEDDED] if h})
+    distinct = sorted({r.heading for r in ranked[:HEADINGS_EMBEDDED] if r.heading})
     embed([query, *distinct, *(u.text for own in units.values() for u in own)])
-    sentence = {
+    return {
         chunk_id: max(compose.unit_scores(query, own, embed=embed), default=0.0)
         for chunk_id, own in units.items()
     }
-    rank = {
-        p.chunk_id: p.evidence
-        + HEADING_WEIGHT * sim
-        + SENTENCE_WEIGHT * sentence.get(p.chunk_id, 0.0)
-        for p, sim, _ in ranked
-    }
-    ranked.sort(key=lambda psh: (-rank[psh[0].chunk_id], -psh[0].score))
-    chosen: list[tuple] = []
+
+
+def _choose(
+    query: str,
+    ranked: list[_Ranked],
+    rank: dict[Any, float],
+    embed: TurnEmbedder,
+    max_quotes: int,
+) -> list[tuple[Any, compose.Window]]:
+    """Up to `max_quotes` (passage, window) pairs in rank order: the first passage that has a
+    window, then those ranked close enough to it whose windows quote other text."""
+    chosen: list[tuple[Any, compose.Window]] = []
     for passage, sim, heading in ranked:
         if len(chosen) == max_quotes:
             break
-        first = rank[chosen[0][0].chunk_id] if chosen else 0.0
-        if chosen and rank[passage.chunk_id] < SECOND_PASSAGE_RATIO * first:
-            continue
-        if len(chosen) == 2 and rank[passage.chunk_id] < THIRD_PASSAGE_RATIO * first:
+        if not _ranks_close_enough(rank, passage, chosen):
             continue
         lead = (
             sim >= LEAD_MIN_SIM
             or _heading_cosine(query, heading, embed) >= LEAD_MIN_COSINE
             or (not chosen and _asks(heading))
         )
-        if chosen:
-            limits = (compose.SECOND_MIN_WORDS, compose.SECOND_MAX_WORDS)
-        elif lead:
-            limits = (compose.LEAD_MIN_WORDS, compose.LEAD_MAX_WORDS)
-        else:
-            limits = (compose.MIN_WORDS, compose.MAX_WORDS)
+        min_words, max_words = _word_limits(second=bool(chosen), lead=lead)
         win = compose.compose(
             query,
             passage.text,
             embed=embed,
-            min_words=limits[0],
-            max_words=limits[1],
+            min_words=min_words,
+            max_words=max_words,
             lead=lead,
             continuation=passage.continuation,
         )
-        if win is None:
-            continue
-        if any(
-            win.quote in w.quote or w.quote in win.quote or _overlaps(passage, win, p, w)
-            for p, w in chosen
-        ):
+        if win is None or _repeats(passage, win, chosen):
             continue
         chosen.append((passage, win))
-    # parts of one entry read in the entry's order (the sections in the order they ranked)
+    return chosen
+
+
+def _ranks_close_enough(rank: dict[Any, float], passage, chosen: list[tuple]) -> bool:
+    """May the passage be quoted after `chosen`: the first always, a second within
+    SECOND_PASSAGE_RATIO of the first's rank, a third within THIRD_PASSAGE_RATIO too?"""
+    if not chosen:
+        return True
+    first = rank[chosen[0][0].chunk_id]
+    if rank[passage.chunk_id] < SECOND_PASSAGE_RATIO * first:
+        return False
+    return not (len(chosen) == 2 and rank[passage.chunk_id] < THIRD_PASSAGE_RATIO * first)
+
+
+def _word_limits(*, second: bool, lead: bool) -> tuple[int, int]:
+    """(min_words, max_words) of a quote: shorter after the first, longer for an entry's lead."""
+    if second:
+        return compose.SECOND_MIN_WORDS, compose.SECOND_MAX_WORDS
+    if lead:
+        return compose.LEAD_MIN_WORDS, compose.LEAD_MAX_WORDS
+    return compose.MIN_WORDS, compose.MAX_WORDS
+
+
+def _repeats(passage, win: compose.Window, chosen: list[tuple]) -> bool:
+    """Does the window quote text already chosen (contains or is contained in a quote, or
+    shares text of its document with one)?"""
+    return any(
+        win.quote in w.quote or w.quote in win.quote or _overlaps(passage, win, p, w)
+        for p, w in chosen
+    )
+
+
+def _in_source_order(chosen: list[tuple]) -> list[tuple]:
+    """Parts of one entry in the entry's order (the sections in the order they ranked)."""
     sections = list(dict.fromkeys(_section(p) for p, _ in chosen))
     chosen.sort(key=lambda pw: (sections.index(_section(pw[0])), pw[0].span[0] + pw[1].start))
-    if not chosen:  # passages without sentences: quote the first as it is
-        best = ranked[0][0]
-        return Draft(
-            f"“{compose.squash(best.text)}” [1]",
-            Message.Kind.EXTRACTIVE,
-            [best],
-            {1: ""},
-            {"prompt_version": EXTRACTIVE_PROMPT_VERSION},
-        )
+    return chosen
+
+
+def _whole_passage_draft(best) -> Draft:
+    """Quote the passage as it is (no passage had sentences), cited with an empty card."""
+    return Draft(
+        f"“{compose.squash(best.text)}” [1]",
+        Message.Kind.EXTRACTIVE,
+        [best],
+        {1: ""},
+        {"prompt_version": EXTRACTIVE_PROMPT_VERSION},
+    )
+
+
+def _quotes_draft(chosen: list[tuple]) -> Draft:
+    """One cited line per (passage, window), its card showing the passage around the quote."""
     parts, quotes = [], {}
     for n, (passage, win) in enumerate(chosen, start=1):
         quotes[n] = compose.surrounding(passage.text + passage.continuation, win)
