@@ -4,4 +4,3 @@ from chat.routing import websocket_urlpatterns as chat_routes
 from console.routing import websocket_urlpatterns as console_routes
 
 websocket_urlpatterns: list = [*chat_routes, *console_routes]
-
