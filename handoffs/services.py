@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
@@ -389,8 +388,3 @@ def handoff_leave_contact(*, conversation: Conversation, email: str) -> Handoff:
     handoff.save(update_fields=["customer_email", "updated_at"])
     _queue_event(handoff, "contact")
     return handoff
-
-
-def user_display_names(user_ids: list[int]) -> dict[int, str]:
-    User = get_user_model()
-    return {u.pk: _agent_name(u) for u in User.objects.filter(pk__in=user_ids)}
