@@ -46,7 +46,7 @@ def handoff_queue(*, tenant: Tenant) -> QuerySet[Handoff]:
     """Open handoffs, most urgent and oldest first."""
     return (
         Handoff.objects.filter(tenant=tenant, state__in=OPEN_STATES)
-        .select_related("conversation", "conversation__customer", "assigned_to")
+        .select_related("conversation", "conversation__customer")
         .order_by("priority", "created_at")
     )
 
