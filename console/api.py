@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from django.utils import timezone
+from dataclasses import asdict
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -16,9 +17,8 @@ from conversations import events
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
 from conversations.models import Message
-from handoffs import presence, selectors, services
+from handoffs import selectors, services
 from handoffs.models import Handoff
-from supportbot import replicas
 from supportbot.api import ErrorSerializer
 from supportbot.authentication import request_tenant
 from supportbot.errors import PermissionDenied
@@ -63,62 +63,22 @@ class ConsoleView(APIView):
                 )
 
 
-def handoff_row(handoff: Handoff, names: dict[int, str]) -> dict:
-    conversation = handoff.conversation
-    customer = conversation.customer
-    last = (
-        Message.objects.filter(conversation=conversation, role="customer")
-        .order_by("-id")
-        .values_list("text", flat=True)
-        .first()
-    )
-    viewer_ids = presence.viewers(tenant_id=handoff.tenant_id, handoff_id=handoff.pk)
-    return {
-        "id": handoff.pk,
-        "version": handoff.version,
-        "state": handoff.state,
-        "reason": handoff.reason,
-        "reason_label": handoff.get_reason_display(),
-        "reason_detail": handoff.reason_detail,
-        "priority": handoff.priority,
-        "conversation_id": conversation.pk,
-        "customer": customer.name or customer.external_id or f"Visitor {customer.pk}",
-        "verified": customer.verified,
-        "customer_email": handoff.customer_email,
-        "last_message": (last or "")[:160],
-        "created_at": handoff.created_at.isoformat(),
-        "waiting_seconds": int((timezone.now() - handoff.created_at).total_seconds()),
-        "assigned_to": names.get(handoff.assigned_to_id) if handoff.assigned_to_id else None,
-        "assigned_to_id": handoff.assigned_to_id,
-        "routed_to": names.get(handoff.routed_to_id) if handoff.routed_to_id else None,
-        "routed_to_id": handoff.routed_to_id,
-        "escalated": handoff.escalated_at is not None,
-        "viewers": [names.get(v, str(v)) for v in viewer_ids],
-        "has_summary": bool(handoff.summary),
-    }
+def queue_row_json(row: selectors.QueueRow) -> dict:
+    """A queue row as the console's JSON (static/console/console.js reads these keys)."""
+    return {**asdict(row), "created_at": row.created_at.isoformat()}
 
 
-@replicas.stale_tolerant
-def queue_snapshot(*, tenant) -> dict:
-    """The console's live lists (queue, online agents, active bot chats), from the read
-    replica when one is configured: the page refetches on every queue event."""
-    handoffs = list(selectors.handoff_queue(tenant=tenant))
-    online = presence.agents_online(tenant_id=tenant.pk)
-    ids = set(online)
-    for h in handoffs:
-        ids.update(filter(None, [h.assigned_to_id, h.routed_to_id]))
-        ids.update(presence.viewers(tenant_id=tenant.pk, handoff_id=h.pk))
-    names = services.user_display_names(list(ids))
+def queue_snapshot_json(snapshot: selectors.QueueSnapshot) -> dict:
     return {
-        "handoffs": [handoff_row(h, names) for h in handoffs],
-        "agents_online": [{"id": i, "name": names.get(i, str(i))} for i in online],
+        "handoffs": [queue_row_json(row) for row in snapshot.handoffs],
+        "agents_online": [{"id": a.id, "name": a.name} for a in snapshot.agents_online],
         "active": [
             {
-                "conversation_id": c.pk,
-                "customer": c.customer.name or c.customer.external_id or f"Visitor {c.customer_id}",
+                "conversation_id": c.conversation_id,
+                "customer": c.customer,
                 "last_message_at": c.last_message_at.isoformat() if c.last_message_at else None,
             }
-            for c in selectors.bot_conversations_active(tenant=tenant)
+            for c in snapshot.active
         ],
     }
 
@@ -126,7 +86,7 @@ def queue_snapshot(*, tenant) -> dict:
 class QueueApi(ConsoleView):
     @console_schema("console_queue", "The live handoff queue of the tenant", status=200)
     def get(self, request):
-        return Response(queue_snapshot(tenant=self.tenant))
+        return Response(queue_snapshot_json(selectors.handoff_queue_snapshot(tenant=self.tenant)))
 
 
 class HandoffDetailApi(ConsoleView):
@@ -139,12 +99,10 @@ class HandoffDetailApi(ConsoleView):
             tenant=self.tenant, conversation_id=handoff.conversation_id
         ).exclude(state=Message.State.STREAMING)
         notes = selectors.notes_for(tenant=self.tenant, conversation_id=handoff.conversation_id)
-        names = services.user_display_names(
-            list(filter(None, [handoff.assigned_to_id, handoff.routed_to_id]))
-        )
+        row = selectors.handoff_queue_row(tenant=self.tenant, handoff_id=handoff.pk)
         return Response(
             {
-                "handoff": handoff_row(handoff, names),
+                "handoff": queue_row_json(row),
                 "summary": handoff.summary,
                 "summary_source": handoff.summary_source,
                 "owner": handoff.conversation.owner,

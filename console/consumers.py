@@ -10,7 +10,8 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from conversations.events import console_queue_group, conversation_group
+from conversations.events import conversation_group
+from handoffs import events as queue_events
 from handoffs import presence, selectors
 
 
@@ -27,7 +28,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         if self.tenant is None:
             await self.close(code=4403)
             return
-        self.queue_group = console_queue_group(self.tenant.pk)
+        self.queue_group = queue_events.queue_group(self.tenant.pk)
         self.viewing: tuple[int, int] | None = None  # (handoff id, conversation id)
         await self.channel_layer.group_add(self.queue_group, self.channel_name)
         await self.accept()
@@ -52,7 +53,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
                 tenant_id=self.tenant.pk, user_id=self.user.pk
             )
         await self.channel_layer.group_send(
-            self.queue_group, {"type": "handoff.changed", "event": "presence", "handoff_id": None}
+            self.queue_group, queue_events.agents_presence_changed()
         )
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
@@ -114,8 +115,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             tenant_id=self.tenant.pk, handoff_id=handoff_id, user_id=self.user.pk, viewing=True
         )
         await self.channel_layer.group_send(
-            self.queue_group,
-            {"type": "handoff.changed", "event": "viewers", "handoff_id": handoff_id},
+            self.queue_group, queue_events.viewers_changed(handoff_id=handoff_id)
         )
 
     async def _unview(self) -> None:
@@ -130,21 +130,12 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             tenant_id=self.tenant.pk, handoff_id=handoff_id, user_id=self.user.pk, viewing=False
         )
         await self.channel_layer.group_send(
-            self.queue_group,
-            {"type": "handoff.changed", "event": "viewers", "handoff_id": handoff_id},
+            self.queue_group, queue_events.viewers_changed(handoff_id=handoff_id)
         )
 
     # group events
-    async def handoff_changed(self, event: dict) -> None:
-        await self.send(
-            text_data=json.dumps(
-                {
-                    "type": "queue.changed",
-                    "event": event.get("event"),
-                    "handoff_id": event.get("handoff_id"),
-                }
-            )
-        )
+    async def handoff_changed(self, group_message: dict) -> None:
+        await self.send(text_data=json.dumps(queue_events.queue_changed(group_message)))
 
     async def conversation_event(self, group_message: dict) -> None:
         """The watched conversation's events (the customer's stream, live): saved messages as

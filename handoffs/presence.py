@@ -63,3 +63,23 @@ def viewers(*, tenant_id: int, handoff_id: int) -> list[int]:
     key = _viewing_key(tenant_id, handoff_id)
     r.zremrangebyscore(key, 0, time.time() - ONLINE_SECONDS)
     return [int(m) for m in r.zrange(key, 0, -1)]
+
+
+def queue_presence(
+    *, tenant_id: int, handoff_ids: list[int]
+) -> tuple[list[int], dict[int, list[int]]]:
+    """Agents online and each handoff's viewers, in one round trip to Redis.
+
+    Reads only (entries older than `ONLINE_SECONDS` are skipped, not pruned): the console
+    refetches this on every queue event, so its cost must not grow with the queue.
+    """
+    cutoff = f"({time.time() - ONLINE_SECONDS}"
+    pipe = _redis().pipeline(transaction=False)
+    pipe.zrangebyscore(_online_key(tenant_id), cutoff, "+inf")
+    for handoff_id in handoff_ids:
+        pipe.zrangebyscore(_viewing_key(tenant_id, handoff_id), cutoff, "+inf")
+    online, *viewing = pipe.execute()
+    return [int(m) for m in online], {
+        handoff_id: [int(m) for m in members]
+        for handoff_id, members in zip(handoff_ids, viewing, strict=True)
+    }

@@ -9,29 +9,21 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from conversations import events
 from conversations import services as conversation_services
 from conversations.models import Conversation, Message
+from handoffs import events as queue_events
 from handoffs import presence, selectors
 from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote, Team
 from supportbot.errors import ApplicationError, Conflict, NotFound, PermissionDenied
 from supportbot.models import Membership
 from supportbot.queue import task_enqueue_on_commit
 from supportbot.services import Actor, audit_event_record
-
-
-def _queue_event(handoff: Handoff, event: str) -> None:
-    events.notify_group_on_commit(
-        events.console_queue_group(handoff.tenant_id),
-        {"type": "handoff.changed", "event": event, "handoff_id": handoff.pk},
-    )
 
 
 @transaction.atomic
@@ -73,7 +65,9 @@ def handoff_request(
         target_id=handoff.pk,
         data={"conversation_id": conversation.pk, "reason": reason, "detail": detail[:300]},
     )
-    _queue_event(handoff, "queued")
+    queue_events.publish_on_commit(
+        handoff.tenant_id, queue_events.handoff_queued(handoff_id=handoff.pk)
+    )
     task_enqueue_on_commit("handoffs.tasks.handoff_summarize_task", handoff.pk)
     transaction.on_commit(lambda: handoff_route(handoff_id=handoff.pk))
     return handoff, True
@@ -171,7 +165,9 @@ def handoff_claim(*, tenant_id: int, handoff_id: int, agent, expected_version: i
         target_type="handoff",
         target_id=handoff.pk,
     )
-    _queue_event(handoff, "assigned")
+    queue_events.publish_on_commit(
+        handoff.tenant_id, queue_events.handoff_assigned(handoff_id=handoff.pk)
+    )
     return handoff
 
 
@@ -204,7 +200,9 @@ def handoff_close(
         target_type="handoff",
         target_id=handoff.pk,
     )
-    _queue_event(handoff, outcome)
+    queue_events.publish_on_commit(
+        handoff.tenant_id, queue_events.handoff_closed(handoff_id=handoff.pk, outcome=outcome)
+    )
     return handoff
 
 
@@ -214,7 +212,9 @@ def handoff_set_summary(*, handoff_id: int, summary: str, source: str) -> None:
     handoff.summary, handoff.summary_source = summary, source
     handoff.save(update_fields=["summary", "summary_source"])
     with transaction.atomic():
-        _queue_event(handoff, "summary")
+        queue_events.publish_on_commit(
+            handoff.tenant_id, queue_events.handoff_summarized(handoff_id=handoff.pk)
+        )
 
 
 # --------------------------------------------------------------------------- routing
@@ -270,7 +270,9 @@ def handoff_route(*, handoff_id: int) -> Handoff | None:
     handoff.routed_to_id = chosen
     handoff.team = team
     handoff.save(update_fields=["routed_to", "team", "updated_at"])
-    _queue_event(handoff, "routed")
+    queue_events.publish_on_commit(
+        handoff.tenant_id, queue_events.handoff_routed(handoff_id=handoff.pk)
+    )
     return handoff
 
 
@@ -299,7 +301,9 @@ def handoff_escalate_overdue(*, older_than_seconds: int) -> list[int]:
                 target_type="handoff",
                 target_id=handoff.pk,
             )
-            _queue_event(handoff, "escalated")
+            queue_events.publish_on_commit(
+                handoff.tenant_id, queue_events.handoff_escalated(handoff_id=handoff.pk)
+            )
         handoff_route(handoff_id=handoff_id)
     return ids
 
@@ -357,9 +361,8 @@ def note_add(*, tenant_id: int, conversation_id: int, agent, text: str) -> Inter
     note = InternalNote.objects.create(
         tenant_id=tenant_id, conversation=conversation, author=agent, text=text[:4000]
     )
-    events.notify_group_on_commit(
-        events.console_queue_group(tenant_id),
-        {"type": "handoff.changed", "event": "note", "conversation_id": conversation.pk},
+    queue_events.publish_on_commit(
+        tenant_id, queue_events.note_added(conversation_id=conversation.pk)
     )
     return note
 
@@ -387,10 +390,7 @@ def handoff_leave_contact(*, conversation: Conversation, email: str) -> Handoff:
         raise NotFound("There is no open handoff for this conversation.")
     handoff.customer_email = email
     handoff.save(update_fields=["customer_email", "updated_at"])
-    _queue_event(handoff, "contact")
+    queue_events.publish_on_commit(
+        handoff.tenant_id, queue_events.handoff_contact_left(handoff_id=handoff.pk)
+    )
     return handoff
-
-
-def user_display_names(user_ids: list[int]) -> dict[int, str]:
-    User = get_user_model()
-    return {u.pk: _agent_name(u) for u in User.objects.filter(pk__in=user_ids)}

@@ -235,3 +235,35 @@ def test_staff_with_a_membership_may_claim(staff_operator, handoff, tenant):
         content_type="application/json",
     )
     assert r.status_code == 200, r.content
+
+
+def test_queue_json_keeps_the_shape_the_console_page_reads(agent, handoff):
+    body = login(agent).get("/console/api/queue").json()
+    assert set(body) == {"handoffs", "agents_online", "active"}
+    (row,) = body["handoffs"]
+    assert list(row) == [
+        "id",
+        "version",
+        "state",
+        "reason",
+        "reason_label",
+        "reason_detail",
+        "priority",
+        "conversation_id",
+        "customer",
+        "verified",
+        "customer_email",
+        "last_message",
+        "created_at",
+        "waiting_seconds",
+        "assigned_to",
+        "assigned_to_id",
+        "routed_to",
+        "routed_to_id",
+        "escalated",
+        "viewers",
+        "has_summary",
+    ]
+    assert row["created_at"] == handoff.created_at.isoformat()
+    assert row["customer"] == f"Visitor {handoff.conversation.customer_id}"
+    assert (row["assigned_to"], row["viewers"], row["verified"]) == (None, [], False)

@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
+
 from console.consumers import ConsoleConsumer
 from conversations import events
+from handoffs import events as queue_events
 
 
 def _console_viewing(conversation_id: int | None) -> tuple[ConsoleConsumer, list[dict]]:
@@ -56,3 +59,21 @@ async def test_the_viewed_conversations_events_carry_its_id():
         {"type": "answer.delta", "message_id": 9, "text": "Refunds take", "conversation_id": 7},
         {"type": "conversation.owner", "owner": "human", "conversation_id": 7},
     ]
+
+
+@pytest.mark.parametrize(
+    ("group_message", "client_event"),
+    [
+        (queue_events.handoff_closed(handoff_id=4, outcome="resolved"), ("resolved", 4)),
+        (queue_events.note_added(conversation_id=7), ("note", None)),
+        (queue_events.agents_presence_changed(), ("presence", None)),
+        (queue_events.viewers_changed(handoff_id=5), ("viewers", 5)),
+    ],
+)
+async def test_the_console_receives_each_group_message_as_queue_changed(
+    group_message, client_event
+):
+    consumer, sent = _console_viewing(None)
+    await consumer.handoff_changed(group_message)
+    event, handoff_id = client_event
+    assert sent == [{"type": "queue.changed", "event": event, "handoff_id": handoff_id}]

@@ -13,9 +13,9 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
-from console import api as handoff_api
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
+from handoffs import selectors as handoff_selectors
 from inference import selectors as inference_selectors
 from knowledge import selectors as knowledge_selectors
 from supportbot import devservices, replicas
@@ -306,7 +306,7 @@ def _console(base: str, user) -> httpx.Client:
 def test_console_queue_and_analytics_opt_in_to_the_replica():
     """The named stale-tolerant reads are the ones decorated (nothing else is)."""
     for fn in (
-        handoff_api.queue_snapshot,
+        handoff_selectors.handoff_queue_snapshot,
         inference_selectors.usage_by_tenant,
         inference_selectors.router_latency_percentiles,
         knowledge_selectors.search_passages,
