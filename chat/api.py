@@ -249,7 +249,7 @@ class ConversationMessagesApi(IdempotentPostMixin, APIView):
 def _sse_response(kwargs: dict) -> StreamingHttpResponse:
     """Stream orchestrator events as SSE; the answer is saved even if the client goes away."""
 
-    async def events():
+    async def stream():
         queue: asyncio.Queue = asyncio.Queue()
 
         async def emit(event: dict) -> None:
@@ -261,7 +261,7 @@ def _sse_response(kwargs: dict) -> StreamingHttpResponse:
             except Exception as exc:  # noqa: BLE001 - reported to the client as an event
                 code = getattr(exc, "code", "internal")
                 detail = getattr(exc, "detail", "We could not answer that; please try again.")
-                await queue.put({"type": "error", "code": code, "detail": detail})
+                await queue.put(events.error(code=code, detail=detail))
             finally:
                 await queue.put(None)
 
@@ -276,7 +276,7 @@ def _sse_response(kwargs: dict) -> StreamingHttpResponse:
             if not task.done():
                 await asyncio.shield(task)
 
-    response = StreamingHttpResponse(events(), content_type="text/event-stream")
+    response = StreamingHttpResponse(stream(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

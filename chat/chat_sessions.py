@@ -19,7 +19,7 @@ from chat.identity import (
     visitor_token_make,
     visitor_token_verify,
 )
-from conversations import selectors, services
+from conversations import events, selectors, services
 from conversations.models import Conversation, Customer, Message
 from handoffs import selectors as handoff_selectors
 from supportbot import selectors as tenancy
@@ -62,25 +62,22 @@ def chat_session_start(
         "customer": customer,
         "conversation": conversation,
         "identity_expires_at": verified.expires_at if verified else None,
-        "ready": {
-            "actions": action_selectors.action_cards_for_conversation(
-                conversation_id=conversation.pk
-            ),
-            "type": "session.ready",
-            "tenant": {"slug": tenant.slug, "name": tenant.name},
-            "conversation_id": conversation.pk,
-            "visitor_token": visitor_token,
-            "identity_session": identity_session_make(tenant=tenant, identity=verified)
+        "ready": events.session_ready(
+            actions=action_selectors.action_cards_for_conversation(conversation_id=conversation.pk),
+            tenant={"slug": tenant.slug, "name": tenant.name},
+            conversation_id=conversation.pk,
+            visitor_token=visitor_token,
+            identity_session=identity_session_make(tenant=tenant, identity=verified)
             if verified
             else None,
-            "identity_expires_at": verified.expires_at if verified else None,
-            "customer": {"verified": customer.verified, "name": customer.name},
-            "owner": conversation.owner,
-            "handoff": handoff_info,
-            "history": [
+            identity_expires_at=verified.expires_at if verified else None,
+            customer={"verified": customer.verified, "name": customer.name},
+            owner=conversation.owner,
+            handoff=handoff_info,
+            history=[
                 {**services.message_as_event(m), "feedback": feedback.get(m.pk)} for m in history
             ],
-        },
+        ),
     }
 
 

@@ -28,7 +28,6 @@ from django.db import close_old_connections
 
 from chat import chat_sessions, limits, orchestrator
 from conversations import events, selectors, services
-from conversations.models import Message
 from handoffs import services as handoff_services
 from supportbot.errors import ApplicationError, RateLimited
 from supportbot.observability import context, tracing
@@ -134,7 +133,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_error("internal", "Something went wrong; please try again.")
 
     async def on_ping(self, event: dict) -> None:
-        await self.send_json({"type": "pong"})
+        await self.send_json(events.pong())
 
     async def on_session_start(self, event: dict) -> None:
         try:
@@ -175,12 +174,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
         self.group = None
         self.tenant = self.customer = self.conversation = None
-        await self.emit(
-            {
-                "type": "identity.expired",
-                "detail": "Your sign-in expired; send session.start with a fresh identity token.",
-            }
-        )
+        await self.emit(events.identity_expired())
 
     @property
     def client_ip(self) -> str:
@@ -251,7 +245,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
         await database_sync_to_async(save)()
         await self.send_json(
-            {"type": "feedback.saved", "message_id": message_id, "rating": event.get("rating")}
+            events.feedback_saved(message_id=message_id, rating=event.get("rating"))
         )
 
     async def on_handoff_request(self, event: dict) -> None:
@@ -290,7 +284,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await database_sync_to_async(handoff_services.handoff_leave_contact)(
             conversation=self.conversation, email=email.strip()
         )
-        await self.send_json({"type": "handoff.contact_saved", "email": email.strip()})
+        await self.send_json(events.handoff_contact_saved(email=email.strip()))
 
     # ------------------------------------------------------------------ outbound
 
@@ -305,35 +299,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def send_rate_limited(self, exc: RateLimited, **extra: Any) -> None:
         """`rate_limited`: which limit, and the seconds before the client may try again."""
-        body = {
-            "type": "rate_limited",
-            "limit": exc.extra.get("limit"),
-            "retry_after": exc.extra.get("retry_after"),
-            "detail": exc.detail,
-        }
-        body.update({k: v for k, v in extra.items() if v is not None})
-        await self.emit(body)
+        await self.emit(
+            events.rate_limited(
+                limit=exc.extra.get("limit"),
+                retry_after=exc.extra.get("retry_after"),
+                detail=exc.detail,
+                **extra,
+            )
+        )
 
     async def send_error(self, code: str, detail: str, **extra: Any) -> None:
-        body = {"type": "error", "code": code, "detail": detail}
-        body.update({k: v for k, v in extra.items() if v is not None})
-        await self.emit(body)
+        await self.emit(events.error(code=code, detail=detail, **extra))
 
     # ------------------------------------------------------------------ group events
 
     async def conversation_event(self, group_message: dict) -> None:
-        """An event of this conversation, from whichever process or connection caused it.
-
-        The connection that sent a customer message already has it (`message.accepted`), so
-        the echo is skipped; agent messages keep their protocol name `agent.message`.
-        """
-        event = group_message["event"]
-        if event["type"] == "message.created":
-            if group_message.get("origin") == self.channel_name:
-                return
-            if event["message"]["role"] == Message.Role.AGENT:
-                event = {**event, "type": "agent.message"}
-        await self.emit(event)
+        """An event of this conversation, from whichever process or connection caused it (the
+        echo of this connection's own message is skipped: `events.for_customer`)."""
+        event = events.for_customer(group_message, self.channel_name)
+        if event is not None:
+            await self.emit(event)
 
 
 def _nul_field(event: dict) -> str | None:

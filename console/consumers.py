@@ -10,6 +10,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from conversations import events
 from conversations.events import conversation_group
 from handoffs import events as queue_events
 from handoffs import presence, selectors
@@ -61,11 +62,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             event = json.loads(text_data or "")
             kind = event["type"]
         except (ValueError, TypeError, KeyError, RecursionError):
-            await self.send(
-                text_data=json.dumps(
-                    {"type": "error", "code": "bad_event", "detail": "Events are JSON with a type."}
-                )
-            )
+            await self._send(events.error(code="bad_event", detail="Events are JSON with a type."))
             return
         if kind not in self.EVENTS:
             kind = None
@@ -81,20 +78,14 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
                     user_id=self.user.pk,
                     viewing=True,
                 )
-            await self.send(text_data=json.dumps({"type": "pong"}))
+            await self._send(events.pong())
         elif kind == "view" and isinstance(event.get("handoff_id"), int):
             await self._view(event["handoff_id"])
         elif kind == "unview":
             await self._unview()
         else:
-            await self.send(
-                text_data=json.dumps(
-                    {
-                        "type": "error",
-                        "code": "unknown_type",
-                        "detail": f"Unknown event {event['type']!r}.",
-                    }
-                )
+            await self._send(
+                events.error(code="unknown_type", detail=f"Unknown event {event['type']!r}.")
             )
 
     async def _view(self, handoff_id: int) -> None:
@@ -103,11 +94,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             tenant=self.tenant, handoff_id=handoff_id
         )
         if conversation_id is None:
-            await self.send(
-                text_data=json.dumps(
-                    {"type": "error", "code": "not_found", "detail": "No such handoff."}
-                )
-            )
+            await self._send(events.error(code="not_found", detail="No such handoff."))
             return
         self.viewing = (handoff_id, conversation_id)
         await self.channel_layer.group_add(conversation_group(conversation_id), self.channel_name)
@@ -135,26 +122,17 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
 
     # group events
     async def handoff_changed(self, group_message: dict) -> None:
-        await self.send(text_data=json.dumps(queue_events.queue_changed(group_message)))
+        await self._send(queue_events.queue_changed(group_message))
 
     async def conversation_event(self, group_message: dict) -> None:
-        """The watched conversation's events (the customer's stream, live): saved messages as
-        `conversation.message`, the answer as it streams (`answer.*`), owner and actions, each
-        with its `conversation_id`. Events of a conversation the agent has left are dropped."""
-        conversation_id = group_message.get("conversation_id")
-        if self.viewing is None or conversation_id != self.viewing[1]:
-            return  # still in flight from a conversation this agent has left
-        event = group_message["event"]
-        kind = event["type"]
-        if kind in ("message.created", "answer.completed"):
-            out = {"type": "conversation.message", "message": event["message"]}
-        elif kind in ("answer.started", "answer.delta", "answer.revised"):
-            out = dict(event)
-        elif kind == "conversation.owner":
-            out = {"type": "conversation.owner", "owner": event["owner"]}
-        elif kind in ("action.proposed", "action.updated", "handoff.started"):
-            out = dict(event)
-        else:
-            return
-        out["conversation_id"] = conversation_id
-        await self.send(text_data=json.dumps(out))
+        """The watched conversation's events: the customer's stream, live, under the same names
+        (`answer.*`, `message.created`, `agent.message`, owner, actions, handoff), each with its
+        `conversation_id`. Events of a conversation the agent has left are dropped."""
+        event = events.for_console(
+            group_message, viewing_conversation_id=self.viewing[1] if self.viewing else None
+        )
+        if event is not None:
+            await self._send(event)
+
+    async def _send(self, event: dict) -> None:
+        await self.send(text_data=json.dumps(event))

@@ -184,12 +184,11 @@ async def handle_customer_message(
         )
         channel = TurnEvents(conversation.pk, emit, origin=origin, subscribed=subscribed)
         await channel.reply(
-            {
-                "type": "message.accepted",
-                "client_message_id": client_message_id,
-                "message": services.message_as_event(message),
-                "duplicate": not created,
-            }
+            events.message_accepted(
+                client_message_id=client_message_id,
+                message=services.message_as_event(message),
+                duplicate=not created,
+            )
         )
         if not created:
             reply = await db(selectors.reply_for)(customer_message=message)

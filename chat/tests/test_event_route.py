@@ -85,11 +85,7 @@ async def test_two_tabs_and_an_agent_see_the_same_answer_stream_each_event_once(
     )
     seen1 = await _until(tab1, "answer.completed")
     seen2 = await _until(tab2, "answer.completed")
-    agent_seen = await _until(console, "conversation.message", [])
-    while not any(
-        e["type"] == "conversation.message" and e["message"]["role"] == "bot" for e in agent_seen
-    ):
-        await _until(console, "conversation.message", agent_seen)
+    agent_seen = await _until(console, "answer.completed", [])
     for seen, comm in ((seen1, tab1), (seen2, tab2), (agent_seen, console)):
         await _drain(comm, seen)
 
@@ -112,6 +108,12 @@ async def test_two_tabs_and_an_agent_see_the_same_answer_stream_each_event_once(
     created2 = [e for e in seen2 if e["type"] == "message.created"]
     assert [e["message"]["client_message_id"] for e in created2] == ["q1"]
     assert [e["type"] for e in seen2].count("answer.completed") == 1
+    # The agent sees the same saved messages under the same names as the customer's tabs.
+    assert [
+        e["message"]["client_message_id"] for e in agent_seen if e["type"] == "message.created"
+    ] == ["q1"]
+    assert [e["type"] for e in agent_seen].count("answer.completed") == 1
+    assert not [e for e in agent_seen if e["type"] == "conversation.message"]
     completed = [e for e in seen1 if e["type"] == "answer.completed"][0]
     assert "5-10 business days" in completed["text"]
     for comm in (tab1, tab2, console):

@@ -147,7 +147,7 @@ async def _scenario(a: WebProcess, b: WebProcess, tenant, agent_b, agent_a) -> d
         completed = await customer.until(lambda e: e["type"] == "answer.completed")
         reply_id = completed["message_id"]
         await agent.until(
-            lambda e: e["type"] == "conversation.message" and e["message"]["id"] == reply_id
+            lambda e: e["type"] == "answer.completed" and e["message"]["id"] == reply_id
         )
 
         # Two agents on two processes claim the same handoff at once: one owner.
@@ -175,7 +175,7 @@ async def _scenario(a: WebProcess, b: WebProcess, tenant, agent_b, agent_a) -> d
         agent_message = await customer.until(lambda e: e["type"] == "agent.message")
         await agent.until(
             lambda e: (
-                e["type"] == "conversation.message"
+                e["type"] == "agent.message"
                 and e["message"]["id"] == agent_message["message"]["id"]
             )
         )
@@ -188,8 +188,7 @@ async def _scenario(a: WebProcess, b: WebProcess, tenant, agent_b, agent_a) -> d
         )
         await agent.until(
             lambda e: (
-                e["type"] == "conversation.message"
-                and e["message"]["id"] == accepted["message"]["id"]
+                e["type"] == "message.created" and e["message"]["id"] == accepted["message"]["id"]
             )
         )
         await asyncio.gather(customer.drain(1.5), agent.drain(1.5))
@@ -231,7 +230,7 @@ def test_customer_and_agent_on_different_processes_share_one_live_conversation(
     assert "".join(deltas).strip() == result["completed"]["text"].strip()
     assert [e["message_id"] for e in customer if e["type"] == "answer.completed"] == [reply_id]
     agent_copies = [
-        e for e in agent if e["type"] == "conversation.message" and e["message"]["id"] == reply_id
+        e for e in agent if e["type"] == "answer.completed" and e["message"]["id"] == reply_id
     ]
     assert len(agent_copies) == 1
     assert [e["message"]["id"] for e in customer if e["type"] == "agent.message"] == [

@@ -55,9 +55,9 @@ async def test_the_viewed_conversations_events_carry_its_id():
         _group_message(events.owner_changed(owner="human", version=2), 7)
     )
     assert sent == [
-        {"type": "conversation.message", "message": message, "conversation_id": 7},
+        {"type": "message.created", "message": message, "conversation_id": 7},
         {"type": "answer.delta", "message_id": 9, "text": "Refunds take", "conversation_id": 7},
-        {"type": "conversation.owner", "owner": "human", "conversation_id": 7},
+        {"type": "conversation.owner", "owner": "human", "version": 2, "conversation_id": 7},
     ]
 
 

@@ -33,12 +33,13 @@ def message_as_event(message: Message) -> dict[str, Any]:
 
 
 def message_announce(message: Message, *, origin: str | None = None) -> None:
-    """Publish a new message to the conversation's connections on commit (bot answers are
-    published by the orchestrator as `answer.completed` instead)."""
+    """Publish a new message to the conversation's connections on commit under its one wire
+    name (`events.message_saved`); bot answers are published by the orchestrator as
+    `answer.completed` instead."""
     if message.role == Message.Role.BOT:
         return
     events.publish_on_commit(
-        message.conversation_id, events.message_created(message_as_event(message)), origin=origin
+        message.conversation_id, events.message_saved(message_as_event(message)), origin=origin
     )
 
 

@@ -226,6 +226,9 @@
     if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(event));
   }
 
+  // The events that carry a saved message (`message`): the same names the customer gets.
+  const SAVED_MESSAGE_EVENTS = new Set(["message.created", "agent.message", "answer.completed"]);
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     ws = new WebSocket(`${scheme}://${location.host}/ws/console/?tenant=${encodeURIComponent(tenant)}`);
@@ -239,7 +242,8 @@
       if (ev.type === "queue.changed") {
         loadQueue();
         if (ev.handoff_id === current && ev.event !== "viewers") loadDetail();
-      } else if (ev.type === "conversation.message") {
+      } else if (SAVED_MESSAGE_EVENTS.has(ev.type)) {
+        // A saved message, under the customer's name for it (docs/console-events.md).
         const box = document.getElementById("transcript");
         const live = box && box.querySelector(`[data-live-id="${ev.message.id}"]`);
         if (live) live.remove();  // the streamed answer is replaced by the saved message
