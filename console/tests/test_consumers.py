@@ -77,3 +77,23 @@ async def test_the_console_receives_each_group_message_as_queue_changed(
     await consumer.handoff_changed(group_message)
     event, handoff_id = client_event
     assert sent == [{"type": "queue.changed", "event": event, "handoff_id": handoff_id}]
+
+
+async def test_saved_messages_reach_the_console_under_the_customers_names():
+    consumer, sent = _console_viewing(7)
+    agent_message = {"id": 6, "conversation_id": 7, "role": "agent", "text": "Hi, Dana here."}
+    answer = {
+        "id": 8,
+        "conversation_id": 7,
+        "role": "bot",
+        "kind": "answer",
+        "text": "Refunds take 5-10 business days.",
+        "reply_to": 7,
+        "citations": [],
+    }
+    for event in (events.message_saved(agent_message), events.answer_completed(answer)):
+        await consumer.conversation_event(_group_message(event, 7))
+    assert [(e["type"], e["message"]["id"]) for e in sent] == [
+        ("agent.message", 6),
+        ("answer.completed", 8),
+    ]
