@@ -6,11 +6,10 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from console.access import ConsoleApiView, console_page
+from console.api import console_schema
 from inference import selectors, yields
 from inference.config import get_config
 
@@ -34,11 +33,8 @@ class OpsDataApi(ConsoleApiView):
 
     console_staff_only = True
 
-    @extend_schema(
-        operation_id="console_ops_data",
-        summary="Inference pool, model yields and usage per tenant (staff only)",
-        responses={200: OpenApiTypes.OBJECT},
-        tags=["console"],
+    @console_schema(
+        "console_ops_data", "Inference pool, model yields and usage per tenant (staff only)"
     )
     def get(self, request):
         return Response(_snapshot())
