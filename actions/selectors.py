@@ -90,13 +90,6 @@ def refund_total_recent(
     return sum((Decimal(a["amount"]) for a in rows.values_list("arguments", flat=True)), Decimal(0))
 
 
-def console_tenants(*, user) -> QuerySet[Tenant]:
-    """Tenants whose actions `user` may see: their memberships; staff see every tenant."""
-    if user.is_staff:
-        return Tenant.objects.order_by("slug")
-    return Tenant.objects.filter(memberships__user=user).order_by("slug")
-
-
 def can_see(*, user, tenant: Tenant) -> bool:
     """Members of the tenant and staff operators see its ledger."""
     return user.is_staff or Membership.objects.filter(tenant=tenant, user=user).exists()

@@ -30,12 +30,6 @@ urlpatterns = [
     *knowledge_urls.pages,
     *chat_urls.page_urlpatterns,
     *console_urls.console_urlpatterns,
-    path("console/api/widget-secret", api.WidgetSecretApi.as_view(), name="console-widget-secret"),
-    path(
-        "console/api/widget-secret/rotate",
-        api.WidgetSecretRotateApi.as_view(),
-        name="console-widget-secret-rotate",
-    ),
     path("", include("console.urls_actions")),
     path("", include("inference.urls")),
 ]

@@ -1,5 +1,6 @@
 """Console pages for tenant admins: the audit trail (filterable, CSV) and a customer's data
-(export for an access request, erasure). Agents and staff without an admin membership get 403.
+(export for an access request, erasure). Admins only; staff read the audit trail, never a
+customer's data (an export answers a customer's request, so it is an act: console/access.py).
 """
 
 from __future__ import annotations
@@ -10,31 +11,22 @@ from datetime import datetime, time, timedelta
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse, HttpResponseForbidden, StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from console.views import _console_tenant
+from console.access import ADMIN, console_page
 from conversations import customer_data
 from supportbot import selectors
 from supportbot.errors import NotFound
-from supportbot.models import Membership
 from supportbot.services import Actor
 
 PAGE_SIZE = 100
 # A spreadsheet runs a cell that starts with one of these as a formula: quote it.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _admin_tenant(request):
-    """(tenant, membership) of an admin of the console's tenant, else (None, None)."""
-    tenant, membership = _console_tenant(request)
-    if tenant is None or membership is None or membership.role != Membership.Role.ADMIN:
-        return None, None
-    return tenant, membership
 
 
 class AuditFilterForm(forms.Form):
@@ -65,18 +57,16 @@ def _filtered_events(request, tenant):
     return form, selectors.audit_event_filter(tenant=tenant, **filters)
 
 
-@login_required
-def audit_log(request):
-    tenant, membership = _admin_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("Only admins of the tenant see the audit trail.")
+@console_page(role=ADMIN)
+def audit_log(request, access):
+    tenant, membership = access.tenant, access.membership
     form, events = _filtered_events(request, tenant)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(
         request,
-        "handoffs/audit.html",
+        "console/audit.html",
         {
             "tenant": tenant,
             "membership": membership,
@@ -97,11 +87,9 @@ class _Echo:
         return value
 
 
-@login_required
-def audit_log_csv(request):
-    tenant, membership = _admin_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("Only admins of the tenant export the audit trail.")
+@console_page(role=ADMIN)
+def audit_log_csv(request, access):
+    tenant = access.tenant
     _, events = _filtered_events(request, tenant)
     writer = csv.writer(_Echo())
     header = ["created_at", "actor_type", "actor", "action", "target_type", "target_id", "data"]
@@ -141,14 +129,12 @@ class EraseForm(CustomerForm):
         return data
 
 
-@login_required
-def customers(request):
-    tenant, membership = _admin_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("Only admins of the tenant export or erase customer data.")
+@console_page(role=ADMIN)
+def customers(request, access):
+    tenant, membership = access.tenant, access.membership
     return render(
         request,
-        "handoffs/customers.html",
+        "console/customers.html",
         {
             "tenant": tenant,
             "membership": membership,
@@ -158,15 +144,13 @@ def customers(request):
     )
 
 
-@login_required
-def customer_export(request):
-    tenant, membership = _admin_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("Only admins of the tenant export customer data.")
+@console_page(role=ADMIN, write=True)
+def customer_export(request, access):
+    tenant = access.tenant
     form = CustomerForm(request.GET)
     if not form.is_valid():
         messages.error(request, "Name the customer's external id.")
-        return redirect("console-customers")
+        return redirect(reverse("console-customers") + access.query)
     external_id = form.cleaned_data["external_id"]
     try:
         data = customer_data.customer_export(
@@ -174,7 +158,7 @@ def customer_export(request):
         )
     except NotFound:
         messages.error(request, "This tenant has no customer with that external id.")
-        return redirect("console-customers")
+        return redirect(reverse("console-customers") + access.query)
     response = HttpResponse(
         json.dumps(data, indent=2, ensure_ascii=False), content_type="application/json"
     )
@@ -182,16 +166,14 @@ def customer_export(request):
     return response
 
 
-@login_required
 @require_POST
-def customer_erase(request):
-    tenant, membership = _admin_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("Only admins of the tenant erase customer data.")
+@console_page(role=ADMIN)
+def customer_erase(request, access):
+    tenant = access.tenant
     form = EraseForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(form.errors.get("__all__", ["Name the customer."])))
-        return redirect("console-customers")
+        return redirect(reverse("console-customers") + access.query)
     try:
         result = customer_data.customer_erase(
             tenant=tenant,
@@ -200,10 +182,10 @@ def customer_erase(request):
         )
     except NotFound:
         messages.error(request, "This tenant has no customer with that external id.")
-        return redirect("console-customers")
+        return redirect(reverse("console-customers") + access.query)
     if result["already_erased"]:
         messages.info(request, "This customer was erased before; nothing left to erase.")
     else:
         counts = ", ".join(f"{n} {kind}" for kind, n in sorted(result["erased"].items()) if n)
         messages.success(request, f"Erased: {counts}.")
-    return redirect("console-customers")
+    return redirect(reverse("console-customers") + access.query)

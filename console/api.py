@@ -7,12 +7,10 @@ from dataclasses import asdict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication
-from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from actions import selectors as action_selectors
+from console.access import ConsoleApiView
 from conversations import events
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
@@ -20,9 +18,6 @@ from conversations.models import Message
 from handoffs import selectors, services
 from handoffs.models import Handoff
 from supportbot.api import ErrorSerializer
-from supportbot.authentication import request_tenant
-from supportbot.errors import PermissionDenied
-from supportbot.models import Membership
 
 CONSOLE_ERRORS = {
     status: OpenApiResponse(ErrorSerializer) for status in (400, 401, 403, 404, 409, 429)
@@ -40,27 +35,9 @@ def console_schema(operation_id: str, summary: str, *, request=None, status: int
     )
 
 
-class ConsoleView(APIView):
-    """Session-authenticated console endpoint bound to one tenant the user works for.
-
-    Staff without a membership of the tenant may read (GET) but never act: claiming, replying,
-    notes and closing need a membership, granted by the tenant.
-    """
-
-    authentication_classes = [SessionAuthentication]
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        self.tenant = request_tenant(request)
-        self.membership = Membership.objects.filter(tenant=self.tenant, user=request.user).first()
-        if self.membership is None:
-            if not request.user.is_staff:
-                raise PermissionDenied("You are not an agent of this tenant.")
-            if request.method not in SAFE_METHODS:
-                raise PermissionDenied(
-                    f"Staff without a membership of {self.tenant.slug} have read-only access: "
-                    "ask a tenant admin for an agent membership to claim, reply or close."
-                )
+class ConsoleView(ConsoleApiView):
+    """Console endpoint of the queue: agents of the tenant act; staff without a membership
+    read (GET) but never act (console/access.py)."""
 
 
 def queue_row_json(row: selectors.QueueRow) -> dict:

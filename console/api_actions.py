@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from actions import selectors, services
+from console.access import ConsoleApiView
 from conversations import selectors as conversation_selectors
 from supportbot.api import ErrorSerializer
-from supportbot.authentication import request_tenant
-from supportbot.errors import PermissionDenied
-from supportbot.models import Membership
 
 ERRORS = {
     403: OpenApiResponse(ErrorSerializer, description="Not allowed (e.g. your own proposal)."),
@@ -26,14 +22,8 @@ ERRORS = {
 }
 
 
-class ConsoleActionView(APIView):
-    authentication_classes = [SessionAuthentication]
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        self.tenant = request_tenant(request)
-        if not Membership.objects.filter(tenant=self.tenant, user=request.user).exists():
-            raise PermissionDenied("Only agents of this tenant act on its ledger.")
+class ConsoleActionView(ConsoleApiView):
+    """Agents of the tenant act on its ledger; staff without a membership never do."""
 
 
 class ActionCardOutput(serializers.Serializer):

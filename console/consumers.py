@@ -10,6 +10,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from console.access import console_access_resolve
 from conversations import events
 from conversations.events import conversation_group
 from handoffs import events as queue_events
@@ -23,9 +24,9 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         slug = parse_qs(self.scope.get("query_string", b"").decode()).get("tenant", [None])[0]
-        self.tenant, self.is_member = await database_sync_to_async(selectors.console_membership)(
-            user=self.user, slug=slug
-        )
+        access = await database_sync_to_async(console_access_resolve)(user=self.user, slug=slug)
+        # Reading the live queue is what staff may do without a membership (console/access.py).
+        self.tenant, self.is_member = access.tenant, access.membership is not None
         if self.tenant is None:
             await self.close(code=4403)
             return

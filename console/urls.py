@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import admin_views, api, views
+from console import admin_views, api, api_widget, views, views_ops
 from supportbot.login_throttle import throttled_login
 
 console_urlpatterns = [
@@ -45,4 +45,16 @@ console_urlpatterns = [
         api.TakeoverApi.as_view(),
         name="console-takeover",
     ),
+    path(
+        "console/api/widget-secret",
+        api_widget.WidgetSecretApi.as_view(),
+        name="console-widget-secret",
+    ),
+    path(
+        "console/api/widget-secret/rotate",
+        api_widget.WidgetSecretRotateApi.as_view(),
+        name="console-widget-secret-rotate",
+    ),
+    path("console/ops/", views_ops.ops_page, name="ops"),
+    path("console/ops/data.json", views_ops.OpsDataApi.as_view(), name="ops-data"),
 ]

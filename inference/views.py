@@ -1,13 +1,11 @@
-"""Operator views: the ops page (staff only), its JSON feed, and Prometheus `/metrics`."""
+"""Prometheus `/metrics` (the ops page and its feed are console/views_ops.py)."""
 
 from __future__ import annotations
 
 import hmac
 
 from django.conf import settings
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -16,31 +14,6 @@ from inference import selectors, yields
 from inference.config import get_config
 from inference.telemetry import worker_registry_collector, yield_collector
 from supportbot.observability.tasks import task_registry
-
-
-def _snapshot() -> dict:
-    """The ops snapshot (registry, usage) plus the shared yield figures per model."""
-    snapshot = selectors.ops_snapshot(stale_after_s=get_config().stale_after_s)
-    snapshot["yields"] = yields.get_book().shared_snapshot()
-    return snapshot
-
-
-@require_GET
-@staff_member_required
-def ops_page(request: HttpRequest) -> HttpResponse:
-    """Server-rendered first view; `static/inference/ops.js` refreshes it from `ops_data`."""
-    return render(request, "inference/ops.html", {"snapshot": _snapshot()})
-
-
-@require_GET
-def ops_data(request: HttpRequest) -> JsonResponse:
-    """The ops snapshot as JSON; 403 (not a login redirect) for anyone but active staff."""
-    user = request.user
-    if not (user.is_authenticated and user.is_active and user.is_staff):
-        return JsonResponse(
-            {"error": {"code": "permission_denied", "detail": "Staff only."}}, status=403
-        )
-    return JsonResponse(_snapshot())
 
 
 def _metrics_allowed(request: HttpRequest) -> bool:

@@ -1,19 +1,14 @@
-"""API of the tenancy core: who am I, the tenant's audit trail (partner), the widget secret
-(console, tenant admins)."""
+"""API of the tenancy core: who am I, the tenant's audit trail (partner). The console's widget
+secret endpoints live in console/api_widget.py."""
 
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from supportbot import selectors, services
+from supportbot import selectors
 from supportbot.authentication import request_tenant
-from supportbot.errors import PermissionDenied
-from supportbot.models import Membership
 from supportbot.pagination import CreatedCursorPagination
-from supportbot.services import WIDGET_SECRET_MAX_OVERLAP_S, Actor
 
 ErrorSerializer = inline_serializer(
     name="Error",
@@ -96,75 +91,3 @@ class AuditEventDetailApi(APIView):
         tenant = request_tenant(request)
         event = selectors.audit_event_get(tenant=tenant, event_id=event_id)
         return Response(AuditEventOutputSerializer(event).data)
-
-
-# --------------------------------------------------------------------------- console: widget
-
-
-class WidgetSecretOutputSerializer(serializers.Serializer):
-    widget_secret = serializers.CharField()
-    previous_valid_until = serializers.DateTimeField(allow_null=True)
-    identity_token_max_lifetime_s = serializers.IntegerField()
-
-
-def _widget_secret_body(tenant) -> dict:
-    until = tenant.widget_secret_previous_until
-    in_force = bool(tenant.widget_secret_previous) and until is not None and until > timezone.now()
-    return {
-        "widget_secret": tenant.widget_secret,
-        "previous_valid_until": until if in_force else None,
-        "identity_token_max_lifetime_s": tenant.identity_token_max_lifetime_s,
-    }
-
-
-class TenantAdminView(APIView):
-    """Console endpoint for the admins of one tenant (session login); nobody else, not staff."""
-
-    authentication_classes = [SessionAuthentication]
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        self.tenant = request_tenant(request)
-        membership = selectors.membership_get(user=request.user, tenant=self.tenant)
-        if membership is None or membership.role != Membership.Role.ADMIN:
-            raise PermissionDenied("Only the tenant's admins see and rotate the widget secret.")
-
-
-class WidgetSecretApi(TenantAdminView):
-    @extend_schema(
-        operation_id="console_widget_secret_get",
-        summary="The tenant's widget secret (signs identity tokens); tenant admins only",
-        responses={200: WidgetSecretOutputSerializer, **AUTH_ERRORS},
-    )
-    def get(self, request):
-        return Response(WidgetSecretOutputSerializer(_widget_secret_body(self.tenant)).data)
-
-
-class WidgetSecretRotateApi(TenantAdminView):
-    class InputSerializer(serializers.Serializer):
-        overlap_seconds = serializers.IntegerField(
-            min_value=0,
-            max_value=WIDGET_SECRET_MAX_OVERLAP_S,
-            default=24 * 3600,
-            help_text="How long the old secret still verifies identity tokens.",
-        )
-
-    @extend_schema(
-        operation_id="console_widget_secret_rotate",
-        summary="Make a new widget secret; the old one verifies until the overlap ends",
-        request=InputSerializer,
-        responses={
-            200: WidgetSecretOutputSerializer,
-            400: OpenApiResponse(ErrorSerializer),
-            **AUTH_ERRORS,
-        },
-    )
-    def post(self, request):
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        tenant = services.tenant_widget_secret_rotate(
-            tenant=self.tenant,
-            actor=Actor.for_user(request.user),
-            overlap_seconds=data.validated_data["overlap_seconds"],
-        )
-        return Response(WidgetSecretOutputSerializer(_widget_secret_body(tenant)).data)

@@ -22,9 +22,10 @@ def test_console_requires_a_login(db):
     assert r["Location"].startswith("/console/login/")
 
 
-def test_login_page_logs_an_agent_in(agent):
+def test_the_console_login_sends_an_agent_on_to_the_ledger(agent):
     r = Client().post(
-        "/console/actions/login/", {"username": agent.username, "password": "pw-for-tests-1"}
+        "/console/login/",
+        {"username": agent.username, "password": "pw-for-tests-1", "next": "/console/actions/"},
     )
     assert r.status_code == 302, r.content
     assert r["Location"] == "/console/actions/"

@@ -42,8 +42,9 @@ def pool_rows(db):
 def test_ops_page_is_for_staff_only(client, db):
     r = client.get("/console/ops/")
     assert r.status_code == 302
+    assert r["Location"].startswith("/console/login/")
     client.force_login(UserFactory(username="agent-x", is_staff=False))
-    assert client.get("/console/ops/").status_code == 302
+    assert client.get("/console/ops/").status_code == 403
     assert client.get("/console/ops/data.json").status_code == 403
 
 

@@ -21,11 +21,11 @@ def test_console_ops_actions_admin_and_api_docs_work_without_csp_violations(
     page.goto(f"{live_stack.url}/console/gaps/")
     page.wait_for_selector("h1:has-text('Knowledge gaps')")
 
-    # The actions console: its stylesheet applies and the filter select submits by itself.
+    # The actions console: the console's stylesheet applies and the filter submits by itself.
     page.goto(f"{live_stack.url}/console/actions/?tenant=acme")
     page.wait_for_selector("h1:has-text('Actions')")
     header_bg = page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor")
-    assert header_bg == "rgb(29, 36, 48)"
+    assert header_bg == "rgb(22, 57, 45)"
     with page.expect_navigation():
         page.select_option("select[name=state]", "succeeded")
     assert "state=succeeded" in page.url
