@@ -1,4 +1,4 @@
-"""Console queue events: the console twin of `conversations/events.py`.
+"""Console queue events: the console twin of `conversations/events/`.
 
 The agents' consoles of a tenant are members of `queue_group(tenant_id)`. Whatever may change
 the queue (a handoff's transition, its summary or routing, a note, who is online or viewing)
