@@ -8,9 +8,10 @@ measured useless (`inference.yields`) or slow, the customer gets an extractive a
 from the best passages at once, or a handoff. Every conversation event goes through the
 conversation's channel-layer group (`conversations.events`).
 
-Modules: `turn` (entry points, path choice), `base` (types, threads, CPU pool, per-turn
-embeddings), `prompt`, `generate` (verified streaming), `extractive` (quotes, citations),
-`answer_cache`, `tools` (order tools and proposal cards), `handoff`, `finish`.
+Modules: `turn` (entry points, path choice), `slots` (where a turn runs), `knowledge_answer`
+(search, cache, generation or extractive), `weak` (weak evidence), `base` (types, threads, CPU
+pool, per-turn embeddings), `prompt`, `generate` (verified streaming), `extractive` (quotes,
+citations), `answer_cache`, `tools` (order tools and proposal cards), `handoff`, `finish`.
 """
 
 from chat.orchestrator.base import Draft, Emit, Outcome

@@ -29,8 +29,9 @@ SECOND_PASSAGE_RATIO = 0.7
 # a passage whose sentences do not answer is left out more often (0.6-0.7 and 0.75-0.8 the
 # same 576).
 THIRD_PASSAGE_RATIO = 0.8
-# Every passage the search returns competes (the chat asks for 24, `turn.CANDIDATE_PASSAGES`):
-# 4 reached 42 of the Django set's 49 key facts, 6 reached 43, 8 one more of the Debian set's.
+# Every passage the search returns competes (the chat asks for 24,
+# `knowledge_answer.CANDIDATE_PASSAGES`): 4 reached 42 of the Django set's 49 key facts, 6
+# reached 43, 8 one more of the Debian set's.
 CANDIDATES = 24
 # Passages are ranked by search evidence plus this share of their heading's similarity to the
 # question: in an FAQ the heading is the question, and the entry under it is the answer.

@@ -9,7 +9,7 @@ from django.db import connection
 
 from actions import services as action_services
 from chat.identity import identity_token_make
-from chat.orchestrator.turn import _slots
+from chat.orchestrator.slots import _slots
 from config.asgi import application
 from conversations import services
 from conversations.models import Conversation, Customer, Feedback, Message

@@ -133,16 +133,16 @@ def test_a_refusal_names_the_tenant_and_no_scope_the_tenant_did_not_write(
 
 def _weakened(monkeypatch, evidence: float):
     """Run the real search, then report its passages as weak evidence of `evidence` each."""
-    from chat.orchestrator import turn
+    from knowledge import selectors as knowledge
 
-    real = turn.knowledge.search_passages
+    real = knowledge.search_passages
 
     def weak_search(**kwargs):
         result = real(**kwargs)
         passages = [dataclasses.replace(p, evidence=evidence) for p in result.passages]
         return dataclasses.replace(result, passages=passages, strength="weak")
 
-    monkeypatch.setattr(turn.knowledge, "search_passages", weak_search)
+    monkeypatch.setattr(knowledge, "search_passages", weak_search)
 
 
 def test_weak_evidence_asks_back_quoting_the_two_closest_sections(

@@ -3,7 +3,7 @@ one whose order system hangs) can hold only its share of them."""
 
 import asyncio
 
-from chat.orchestrator.turn import TurnSlots
+from chat.orchestrator.slots import TurnSlots
 
 
 async def test_one_tenant_cannot_take_every_slot():
