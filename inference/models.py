@@ -58,7 +58,8 @@ class InferenceUsage(models.Model):
     """One model call (one attempt a worker accepted): who asked, which worker answered,
     tokens and latencies. Calls the caller abandoned (`cancelled`) and calls that failed after
     the worker took them (`error`, `stream_broken`) are rows too: the worker spent tokens.
-    `estimated` marks token counts the engine did not report (see `gateway._Attempt`)."""
+    `estimated` marks token counts the engine did not report (see
+    `gateway.metering.ReceivedAttempt`)."""
 
     class Outcome(models.TextChoices):
         OK = "ok", "OK"
