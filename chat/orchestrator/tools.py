@@ -13,6 +13,7 @@ from actions import intents as action_intents
 from actions import registry as action_registry
 from actions import selectors as action_selectors
 from actions import services as action_services
+from actions.models import ActionRequest
 from chat.orchestrator.base import Draft, Emit, Outcome, Turn, TurnEvents, db, noop
 from chat.orchestrator.finish import finish
 from conversations import events, services
@@ -131,29 +132,9 @@ async def run(turn: Turn, proposal: action_intents.Proposal) -> Outcome:
         fresh = action.state == "proposed"
         action = await db(action_services.action_run)(action_id=action.pk)
     except ApplicationError as exc:
-        # Rejected before any call (logged and audited by the actions app).
-        text = (
-            "I couldn't process that request as written. Could you check the order number "
-            f"and amount? ({exc.detail})"
-        )
-        draft = Draft(text, Message.Kind.ACTION)
-        draft.stats["meta"] = {"action_rejected": exc.code, "path": "tool"}
-        return await finish(turn, draft, stream=True)
+        return await _rejected(turn, exc)
     card = await db(action_selectors.action_card)(action)
-    text = card["text"]
-    if action.is_write and not fresh and action.state != "awaiting_confirmation":
-        text = "You already asked for this refund. " + text
-    if (
-        action.tool == "check_order"
-        and action.state == "succeeded"
-        and action_intents.refund_kind(message.text) == "question"
-        and not float((action.result or {}).get("refunded_amount") or 0)
-    ):
-        text += " There is no refund on this order so far."
-    if proposal.follow_up == "ask_refund_amount" and action.state == "succeeded":
-        text += (
-            " If you'd like a refund, tell me the amount and I'll prepare it for you to confirm."
-        )
+    text = _action_text(card["text"], action=action, fresh=fresh, turn=turn, proposal=proposal)
     if action.state == "awaiting_confirmation":
         await db(action_services.action_attach_card)(action_id=action.pk, message_id=turn.reply.pk)
         card = await db(action_selectors.action_card_get)(
@@ -177,6 +158,44 @@ async def run(turn: Turn, proposal: action_intents.Proposal) -> Outcome:
             await turn.events.publish(events.action_updated(card))
     outcome.action = card
     return outcome
+
+
+async def _rejected(turn: Turn, exc: ApplicationError) -> Outcome:
+    """The reply to a proposal rejected before any call (logged and audited by the actions
+    app)."""
+    text = (
+        "I couldn't process that request as written. Could you check the order number "
+        f"and amount? ({exc.detail})"
+    )
+    draft = Draft(text, Message.Kind.ACTION)
+    draft.stats["meta"] = {"action_rejected": exc.code, "path": "tool"}
+    return await finish(turn, draft, stream=True)
+
+
+def _action_text(
+    text: str,
+    *,
+    action: ActionRequest,
+    fresh: bool,
+    turn: Turn,
+    proposal: action_intents.Proposal,
+) -> str:
+    """The card's `text` with what this turn adds: a repeated refund, no refund so far on
+    a looked-up order, the offer to refund after a look-up."""
+    if action.is_write and not fresh and action.state != "awaiting_confirmation":
+        text = "You already asked for this refund. " + text
+    if (
+        action.tool == "check_order"
+        and action.state == "succeeded"
+        and action_intents.refund_kind(turn.message.text) == "question"
+        and not float((action.result or {}).get("refunded_amount") or 0)
+    ):
+        text += " There is no refund on this order so far."
+    if proposal.follow_up == "ask_refund_amount" and action.state == "succeeded":
+        text += (
+            " If you'd like a refund, tell me the amount and I'll prepare it for you to confirm."
+        )
+    return text
 
 
 async def answer_pending_proposal(turn: Turn) -> Outcome | None:

@@ -113,38 +113,19 @@ def search_passages(
     on the read replica when one is configured (a document indexed a moment ago may be
     missing there for a moment).
     """
-    timings: dict[str, float] = {}
     started = time.perf_counter()
     query = (query or "").strip()[:MAX_QUERY_CHARS]
     if not query:
         return SearchResult(query=query, passages=[], strength="none", timings_ms={})
-
-    def lap(name: str, since: float) -> float:
-        now = time.perf_counter()
-        timings[name] = round((now - since) * 1000, 2)
-        return now
-
-    t = time.perf_counter()
+    watch = _Stopwatch()
     embedding = embed_query(query)
-    t = lap("embed", t)
-    where, params = filter_sql(tenant=tenant, audience=audience)
-    lists: list[ListSql] = []
-    plan = None
-    if mode in ("hybrid", "fulltext"):
-        lists.append(fulltext_sql(where=where, params=params, query=query, limit=CANDIDATES))
-    if mode in ("hybrid", "vector"):
-        plan = vector_plan_choose(tenant=tenant)
-        t = lap("plan", t)
-        lists.append(
-            vector_sql(where=where, params=params, embedding=embedding, limit=CANDIDATES, plan=plan)
-        )
-    words = trigram_words(query) if mode == "hybrid" else []
-    if words:
-        lists.append(
-            trigram_sql(tenant=tenant, where=where, params=params, words=words, limit=CANDIDATES)
-        )
+    watch.lap("embed")
+    candidates = _candidate_lists(
+        tenant=tenant, audience=audience, query=query, embedding=embedding, mode=mode, watch=watch
+    )
+    lists, plan = candidates.lists, candidates.plan
     ranked = lists_run(lists, settings_local=settings_for(lists, plan))
-    t = lap(f"lists_{plan}" if plan else "lists", t)
+    watch.lap(f"lists_{plan}" if plan else "lists")
     fused = rrf_fuse(
         [[i for i, _ in ranked[item.name]] for item in lists],
         weights=[LIST_WEIGHTS[item.name] for item in lists],
@@ -160,16 +141,64 @@ def search_passages(
         embedding=embedding,
         sentence_vectors=sentence_vectors,
     )
-    lap("fetch", t)
-    timings["total"] = round((time.perf_counter() - started) * 1000, 2)
+    watch.lap("fetch")
+    watch.timings["total"] = round((time.perf_counter() - started) * 1000, 2)
     strength, ambiguous = evidence_strength([p.evidence for p in passages[:JUDGED]])
     return SearchResult(
         query=query,
         passages=passages[:limit],
         strength=strength,
-        timings_ms=timings,
+        timings_ms=watch.timings,
         ambiguous=ambiguous,
     )
+
+
+@dataclass
+class _Stopwatch:
+    """The milliseconds of each step of a search, each measured from the end of the last."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+    last: float = field(default_factory=time.perf_counter)
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round((now - self.last) * 1000, 2)
+        self.last = now
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    lists: list[ListSql]  # the candidate lists `mode` asks for, in fusion order
+    plan: str | None  # the vector list's plan ("exact" | "hnsw"), None without one
+
+
+def _candidate_lists(
+    *,
+    tenant: Tenant,
+    audience: Audience,
+    query: str,
+    embedding: list[float],
+    mode: str,
+    watch: _Stopwatch,
+) -> _Candidates:
+    """The SQL of the full-text, vector and trigram lists (as `mode` asks), each filtered."""
+    where, params = filter_sql(tenant=tenant, audience=audience)
+    lists: list[ListSql] = []
+    plan = None
+    if mode in ("hybrid", "fulltext"):
+        lists.append(fulltext_sql(where=where, params=params, query=query, limit=CANDIDATES))
+    if mode in ("hybrid", "vector"):
+        plan = vector_plan_choose(tenant=tenant)
+        watch.lap("plan")
+        lists.append(
+            vector_sql(where=where, params=params, embedding=embedding, limit=CANDIDATES, plan=plan)
+        )
+    words = trigram_words(query) if mode == "hybrid" else []
+    if words:
+        lists.append(
+            trigram_sql(tenant=tenant, where=where, params=params, words=words, limit=CANDIDATES)
+        )
+    return _Candidates(lists=lists, plan=plan)
 
 
 # Rounds of fetching that replace dropped repeats; a tenant without repeats needs one.
@@ -249,26 +278,42 @@ def _passages_fetch(
         where, params = "c.tenant_id = %s", [tenant.pk]
     else:
         where, params = filter_sql(tenant=tenant, audience=audience)
-    evidence_sql = "0.0, 0.0"
-    evidence_params: list = []
-    if embedding is not None:
-        # The question's lexemes (stemmed once, as the chunk's were) found among the chunk's
-        # (its array built once, not once per word):
-        # compared as they are, since stemming a stem again can change it ("database" ->
-        # "databas" -> "databa"), which left every such word uncovered.
-        evidence_sql = (
-            "1 - (c.embedding <=> %s::vector),"
-            " (SELECT count(*) FILTER (WHERE w = ANY(lexemes))::float / greatest(count(*), 1)"
-            " FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS w,"
-            " tsvector_to_array(c.search_vector) AS lexemes)"
-        )
-        evidence_params = [vector_literal(embedding), query]
-    vectors_sql = "c.sentence_vectors" if sentence_vectors else "''::bytea"
+    evidence_sql, evidence_params = _evidence_sql(query=query, embedding=embedding)
+    sql = _passages_sql(
+        evidence_sql=evidence_sql,
+        vectors_sql="c.sentence_vectors" if sentence_vectors else "''::bytea",
+        where=where,
+    )
+    with connections[replicas.read_alias()].cursor() as cursor:
+        cursor.execute(sql, [*evidence_params, list(chunk_ids), *params])
+        rows = cursor.fetchall()
+    return [_passage_from_row(row, tenant=tenant, scored=embedding is not None) for row in rows]
+
+
+def _evidence_sql(*, query: str, embedding: list[float] | None) -> tuple[str, list]:
+    """The two evidence columns (cosine, share of the query's words) and their parameters;
+    zeros without an embedding."""
+    if embedding is None:
+        return "0.0, 0.0", []
+    # The question's lexemes (stemmed once, as the chunk's were) found among the chunk's
+    # (its array built once, not once per word):
+    # compared as they are, since stemming a stem again can change it ("database" ->
+    # "databas" -> "databa"), which left every such word uncovered.
+    evidence_sql = (
+        "1 - (c.embedding <=> %s::vector),"
+        " (SELECT count(*) FILTER (WHERE w = ANY(lexemes))::float / greatest(count(*), 1)"
+        " FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS w,"
+        " tsvector_to_array(c.search_vector) AS lexemes)"
+    )
+    return evidence_sql, [vector_literal(embedding), query]
+
+
+def _passages_sql(*, evidence_sql: str, vectors_sql: str, where: str) -> str:
     # The next chunk of the same section: its text past this chunk's end (chunks overlap by a
     # few sentences; when they do not, a block break stands for the whitespace between them,
     # which is a sentence or block break: reading it from the version's text would detoast
     # the whole document, measured at twice the fetch time).
-    sql = f"""
+    return f"""
         SELECT c.id, c.document_id, c.version, d.title, c.heading_path, c.span_start,
                c.span_end, c.text, c.audience, {evidence_sql}, {vectors_sql},
                CASE WHEN n.span_start >= c.span_end THEN E'\\n\\n' || n.text
@@ -280,40 +325,36 @@ def _passages_fetch(
             AND n.heading_path = c.heading_path
         WHERE c.id = ANY(%s) AND {where}
     """  # noqa: S608 - fragments are constants; values are parameters
-    with connections[replicas.read_alias()].cursor() as cursor:
-        cursor.execute(sql, [*evidence_params, list(chunk_ids), *params])
-        rows = cursor.fetchall()
-    passages = []
-    for row in rows:
-        cid, doc_id, version, title, path, start, end, text, aud, cosine, coverage = row[:11]
-        vectors, more = row[11:]
-        evidence = 0.0
-        if embedding is not None:
-            scaled = (float(cosine) - COSINE_LOW) / (COSINE_HIGH - COSINE_LOW)
-            scaled = min(1.0, max(0.0, scaled))
-            w = EVIDENCE_COSINE_WEIGHT
-            evidence = round(min(1.0, w * scaled + (1 - w) * float(coverage)), 4)
-        url = ""
-        if aud == Document.Audience.PUBLIC:
-            page = _page_url(get_script_prefix(), tenant.slug, doc_id, version)
-            url = f"{page}#chunk-{cid}"
-        passages.append(
-            Passage(
-                chunk_id=cid,
-                document_id=doc_id,
-                document_version=version,
-                title=title,
-                heading_path=list(path),
-                span=(start, end),
-                text=text,
-                score=0.0,
-                evidence=evidence,
-                url=url,
-                continuation=more or "",
-                sentence_vectors=bytes(vectors or b""),
-            )
-        )
-    return passages
+
+
+def _passage_from_row(row: tuple, *, tenant: Tenant, scored: bool) -> Passage:
+    """A fetched row as a Passage (score 0; evidence only when the query was `scored`)."""
+    cid, doc_id, version, title, path, start, end, text, aud, cosine, coverage = row[:11]
+    vectors, more = row[11:]
+    evidence = 0.0
+    if scored:
+        scaled = (float(cosine) - COSINE_LOW) / (COSINE_HIGH - COSINE_LOW)
+        scaled = min(1.0, max(0.0, scaled))
+        w = EVIDENCE_COSINE_WEIGHT
+        evidence = round(min(1.0, w * scaled + (1 - w) * float(coverage)), 4)
+    url = ""
+    if aud == Document.Audience.PUBLIC:
+        page = _page_url(get_script_prefix(), tenant.slug, doc_id, version)
+        url = f"{page}#chunk-{cid}"
+    return Passage(
+        chunk_id=cid,
+        document_id=doc_id,
+        document_version=version,
+        title=title,
+        heading_path=list(path),
+        span=(start, end),
+        text=text,
+        score=0.0,
+        evidence=evidence,
+        url=url,
+        continuation=more or "",
+        sentence_vectors=bytes(vectors or b""),
+    )
 
 
 @lru_cache(maxsize=4096)
