@@ -1,7 +1,7 @@
 """Sentence vectors of a passage, embedded once when the passage is indexed.
 
 An extractive reply scores every sentence of its first passages against the question
-(`chat.orchestrator.compose`); embedding them when the turn runs cost about 8 ms a
+(`verification.compose`); embedding them when the turn runs cost about 8 ms a
 sentence on a 2-core CPU, some 40 sentences on a turn whose passages no turn had quoted yet.
 Indexing embeds them once and stores them beside the passage (float16, one row per sentence,
 in the order `passage_sentences` splits the passage), and a turn reads them with its search.

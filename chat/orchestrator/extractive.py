@@ -7,12 +7,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from chat.orchestrator import compose
 from chat.orchestrator.base import Draft, TurnEmbedder
 from conversations.models import Message
 from knowledge.embeddings import embed_texts
 from knowledge.sentences import sentence_vectors_read
-from verification import content_words, split_sentences
+from verification import compose, content_words, split_sentences
 
 EXTRACTIVE_PROMPT_VERSION = "extractive-v12"  # cache keys: v12 after ranking by best sentence
 # A second passage (another section, or another part of a long entry) is quoted too when its

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from chat.orchestrator import compose, extractive
+from chat.orchestrator import extractive
 from chat.orchestrator.extractive import citations, extractive_draft
 from chat.orchestrator.followup import is_follow_up
 from knowledge.embeddings import EMBEDDING_DIMENSIONS
 from knowledge.sentences import passage_sentences
-from verification import quote_is_verbatim
+from verification import compose, quote_is_verbatim
 
 DIM = 256
 
