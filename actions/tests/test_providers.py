@@ -7,6 +7,7 @@ import time
 
 import httpx
 import pytest
+from asgiref.sync import sync_to_async
 
 from actions import providers
 from actions.providers import OrderProvider, ProviderRejected, ProviderSettings, ProviderUnknown
@@ -118,6 +119,17 @@ def test_calls_from_eight_threads_at_once_all_complete_side_by_side(orders):
 
     assert results == ["A-1042"] * 8
     assert elapsed < 8 * 0.6 / 2  # side by side on the loop, not one after another
+
+
+def test_a_coroutine_on_the_process_loop_reaches_the_provider_through_a_sync_thread(orders):
+    def check():
+        with _provider(orders) as provider:
+            return provider.get_order("A-1042")["id"]
+
+    async def turn():  # as the orchestrator does: services run via sync_to_async
+        return await sync_to_async(check, thread_sensitive=True)()
+
+    assert eventloop.run(turn(), timeout=10) == "A-1042"
 
 
 def test_a_call_from_the_process_loop_itself_is_refused_before_any_request(orders):
