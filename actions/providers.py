@@ -1,5 +1,11 @@
 """HTTP clients for tenants' order systems (httpx, explicit timeouts).
 
+The calls run on the process's one event loop (supportbot/eventloop.py) through one
+long-lived `httpx.AsyncClient` per order-system base URL, created and used only on that loop,
+so connections are reused across calls and tenants. The client carries no credentials and
+keeps no cookies: each request sends its own tenant's token. `OrderProvider`'s methods stay
+sync (they block the calling thread); never call them from the process loop itself.
+
 Outcomes are classified for the ledger: a timeout or a 5xx after the request may have reached
 the provider is *ambiguous* (`ProviderUnknown`) — the caller must look the refund up by its
 idempotency key before any resend. A 4xx is a definitive refusal (`ProviderRejected`).
@@ -7,12 +13,17 @@ idempotency key before any resend. A 4xx is a definitive refusal (`ProviderRejec
 
 from __future__ import annotations
 
+import asyncio
+import os
 from dataclasses import dataclass
 from decimal import Decimal
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
 from django.conf import settings
+
+from supportbot import eventloop
 
 
 class ProviderError(Exception):
@@ -55,20 +66,59 @@ class ProviderSettings:
     timeout_seconds: float
 
 
-class OrderProvider:
-    """Client of one tenant's order API (see demo/orders/openapi.py for the contract)."""
+# (base URL, transport) -> (the loop it was made on, the client). Read and written only on the
+# process loop; a client found for another loop (the loop thread was restarted, or this is a
+# forked child) is never used, a new one is made on the current loop.
+_clients: dict[tuple[str, httpx.AsyncBaseTransport | None], tuple[Any, httpx.AsyncClient]] = {}
 
-    def __init__(self, cfg: ProviderSettings, *, transport: httpx.BaseTransport | None = None):
+
+def _forget_after_fork() -> None:
+    _clients.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _no_cookies() -> CookieJar:
+    """A jar that stores nothing: a cookie one tenant's order system sets must never ride
+    along on another tenant's request through the shared client. (A jar, not an
+    `httpx.Cookies`: the client would copy that into a jar of its own that keeps cookies.)"""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+
+
+def _shared_client(base_url: str, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+    """The process's client of `base_url` (through `transport`), made on first use. Call
+    only on the process loop."""
+    loop = asyncio.get_running_loop()
+    key = (base_url, transport)
+    found = _clients.get(key)
+    if found is not None and found[0] is loop:
+        return found[1]
+    client = httpx.AsyncClient(base_url=base_url, transport=transport, cookies=_no_cookies())
+    _clients[key] = (loop, client)
+    return client
+
+
+class OrderProvider:
+    """Client of one tenant's order API (see demo/orders/openapi.py for the contract).
+
+    `transport` (tests) is an `httpx.AsyncBaseTransport`, e.g. `httpx.MockTransport`; providers
+    given the same transport object and base URL share one client, as real ones do.
+    """
+
+    def __init__(
+        self, cfg: ProviderSettings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         connect = settings.ACTIONS["PROVIDER_CONNECT_TIMEOUT_S"]
-        self._client = httpx.Client(
-            base_url=cfg.base_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {cfg.token}"} if cfg.token else {},
-            timeout=httpx.Timeout(cfg.timeout_seconds, connect=min(connect, cfg.timeout_seconds)),
-            transport=transport,
+        self._base_url = cfg.base_url.rstrip("/")
+        self._transport = transport
+        self._headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else {}
+        self._timeout = httpx.Timeout(
+            cfg.timeout_seconds, connect=min(connect, cfg.timeout_seconds)
         )
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to release: the connection pool is the process's, shared and kept."""
 
     def __enter__(self) -> OrderProvider:
         return self
@@ -76,9 +126,14 @@ class OrderProvider:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    async def _request(self, method: str, url: str, **kwargs) -> httpx.Response:
+        client = _shared_client(self._base_url, self._transport)
+        headers = {**kwargs.pop("headers", {}), **self._headers}
+        return await client.request(method, url, headers=headers, timeout=self._timeout, **kwargs)
+
     def _send(self, method: str, url: str, **kwargs) -> httpx.Response:
         try:
-            response = self._client.request(method, url, **kwargs)
+            response = eventloop.run(self._request(method, url, **kwargs))
         except httpx.ConnectError as exc:
             raise ProviderUnavailable(f"cannot connect: {exc}") from exc
         except httpx.TimeoutException as exc:
