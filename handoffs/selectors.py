@@ -14,7 +14,7 @@ from handoffs import presence
 from handoffs.models import OPEN_STATES, CannedResponse, Handoff, InternalNote
 from supportbot import replicas
 from supportbot.errors import NotFound
-from supportbot.models import Membership, Tenant
+from supportbot.models import Tenant
 
 DEFAULT_HANDLE_MINUTES = 4.0
 
@@ -273,23 +273,6 @@ def bot_conversations_active(*, tenant: Tenant, minutes: int = 30, limit: int = 
         .select_related("customer")
         .order_by("-last_message_at")[:limit]
     )
-
-
-def console_membership(*, user, slug: str | None) -> tuple[Tenant | None, bool]:
-    """(tenant, is_member); staff may watch a tenant they are not a member of."""
-    if not user or not user.is_authenticated:
-        return None, False
-    memberships = Membership.objects.filter(user=user, tenant__is_active=True).select_related(
-        "tenant"
-    )
-    if slug:
-        memberships = memberships.filter(tenant__slug=slug)
-    found = list(memberships[:2])
-    if len(found) == 1:
-        return found[0].tenant, True
-    if slug and user.is_staff:
-        return Tenant.objects.filter(slug=slug, is_active=True).first(), False
-    return None, False
 
 
 def handoff_conversation_id(*, tenant: Tenant, handoff_id: int) -> int | None:

@@ -36,33 +36,29 @@ def publish_on_commit(
     conversation_id: int, event: dict[str, Any], *, origin: str | None = None
 ) -> None:
     """Send `event` once the current transaction commits (nothing for a rolled-back write)."""
-
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        try:
-            async_to_sync(layer.group_send)(
-                conversation_group(conversation_id), _group_message(event, origin, conversation_id)
-            )
-        except Exception:  # a lost notification must not undo a committed write
-            logger.exception(
-                "publishing %s to conversation %s failed", event["type"], conversation_id
-            )
-
-    transaction.on_commit(send)
+    _group_send_on_commit(
+        conversation_group(conversation_id),
+        _group_message(event, origin, conversation_id),
+        failure=("publishing %s to conversation %s failed", event["type"], conversation_id),
+    )
 
 
 def notify_group_on_commit(group: str, event: dict[str, Any]) -> None:
     """Send a non-conversation group event (the console queue) once the transaction commits."""
+    _group_send_on_commit(group, event, failure=("group_send to %s failed", group))
+
+
+def _group_send_on_commit(group: str, message: dict[str, Any], *, failure: tuple) -> None:
+    """group_send `message` after commit; a lost notification must not undo a committed write
+    (a failure is logged with the `failure` format and arguments)."""
 
     def send() -> None:
         layer = get_channel_layer()
         if layer is None:
             return
         try:
-            async_to_sync(layer.group_send)(group, event)
+            async_to_sync(layer.group_send)(group, message)
         except Exception:
-            logger.exception("group_send to %s failed", group)
+            logger.exception(*failure)
 
     transaction.on_commit(send)
