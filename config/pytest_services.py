@@ -14,12 +14,11 @@ from supportbot import devservices
 def services_start_for_tests() -> None:
     """Start the embedded PostgreSQL and Valkey unless URLs are set; write dev keys."""
     database_url = env.str("DATABASE_URL", default="")
-    if not database_url:
-        devservices.postgres_start()
-    if not env.str("REDIS_URL", default=""):
-        devservices.valkey_start()
-    if not database_url or devservices.is_embedded_postgres_url(database_url):
-        devservices.dev_files_write()
+    devservices.services_start(
+        postgres=not database_url,
+        valkey=not env.str("REDIS_URL", default=""),
+        dev_files=not database_url or devservices.is_embedded_postgres_url(database_url),
+    )
 
 
 @pytest.hookimpl(wrapper=True)

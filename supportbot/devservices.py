@@ -331,9 +331,19 @@ def valkey_status() -> ServiceStatus:
 # --------------------------------------------------------------------------- all
 
 
-def services_start() -> dict[str, str]:
-    """Start both embedded services (idempotent); return their URLs."""
-    return {"postgres": postgres_start(), "valkey": valkey_start()}
+def services_start(
+    *, postgres: bool = True, valkey: bool = True, dev_files: bool = False
+) -> dict[str, str]:
+    """Start the embedded services asked for (idempotent), write the development keys when
+    asked; return the started services' URLs."""
+    urls = {}
+    if postgres:
+        urls["postgres"] = postgres_start()
+    if valkey:
+        urls["valkey"] = valkey_start()
+    if dev_files:
+        dev_files_write()
+    return urls
 
 
 def dev_files_write() -> None:

@@ -38,12 +38,12 @@ class Command(BaseCommand):
 
     def _start(self) -> None:
         """Start what settings name as embedded; write dev keys; grant the runtime role."""
+        devservices.services_start(
+            postgres=settings.EMBEDDED_POSTGRES,
+            valkey=settings.EMBEDDED_REDIS,
+            dev_files=settings.DEV_HTTP,
+        )
         if settings.EMBEDDED_POSTGRES:
-            devservices.postgres_start()
             # Re-run after migrations (scripts/run.sh does): the audit trail's table must
             # exist for its UPDATE/DELETE to be revoked from the runtime role.
             devservices.postgres_app_role_grant()
-        if settings.EMBEDDED_REDIS:
-            devservices.valkey_start()
-        if settings.DEV_HTTP:
-            devservices.dev_files_write()
