@@ -10,7 +10,8 @@ widget secret (like Intercom's identity verification):
 (`v1` is the same without the nonce.) A token may expire at most the tenant's maximum lifetime
 ahead (24 h by default) and is accepted once (`identity_token_redeem`); the page then
 reconnects with our `identity_session`, which ends when the token would have. After a rotation
-the previous widget secret verifies until `widget_secret_previous_until`.
+the previous widget secret verifies until `widget_secret_previous_until`; an `identity_session`
+names the secret that verified its token and ends when that secret stops verifying.
 
 Only a verified customer reaches personal data and order tools. Anonymous visitors get a
 visitor token signed by us, kept by the chat page; the server never trusts a raw id.
@@ -47,6 +48,12 @@ class IdentityError(ApplicationError):
 class VerifiedIdentity:
     external_id: str
     expires_at: int
+    secret_id: str = ""
+
+
+def _secret_id(secret: str) -> str:
+    """A short, public name for a widget secret (never the secret): which one verified."""
+    return hashlib.sha256(b"supportbot.widget-secret-id:" + secret.encode()).hexdigest()[:16]
 
 
 def _b64e(raw: str) -> str:
@@ -100,10 +107,12 @@ def identity_token_verify(*, tenant: Tenant, token: str) -> VerifiedIdentity:
         raise IdentityError("Malformed identity token.", field="identity") from exc
     payload = f"{external_id}|{expires}" + (f"|{parts[3]}" if parts[0] == "v2" else "")
     given = parts[-1]
-    if not any(
-        hmac.compare_digest(_signature(secret, payload), given)
+    matched = [
+        secret
         for secret in _secrets_in_force(tenant)
-    ):
+        if hmac.compare_digest(_signature(secret, payload), given)
+    ]
+    if not matched:
         raise IdentityError("Identity token signature does not match.", field="identity")
     now = time.time()
     if expires < now:
@@ -116,7 +125,9 @@ def identity_token_verify(*, tenant: Tenant, token: str) -> VerifiedIdentity:
         )
     if not external_id or len(external_id) > 200:
         raise IdentityError("Identity token names no valid customer id.", field="identity")
-    return VerifiedIdentity(external_id=external_id, expires_at=expires)
+    return VerifiedIdentity(
+        external_id=external_id, expires_at=expires, secret_id=_secret_id(matched[0])
+    )
 
 
 def identity_token_redeem(*, tenant: Tenant, token: str) -> VerifiedIdentity:
@@ -137,16 +148,23 @@ def identity_token_redeem(*, tenant: Tenant, token: str) -> VerifiedIdentity:
 
 
 def identity_session_make(*, tenant: Tenant, identity: VerifiedIdentity) -> str:
-    """Our signed proof of a redeemed identity, for the page's reconnects (same expiry)."""
+    """Our signed proof of a redeemed identity, for the page's reconnects (same expiry, same
+    widget secret: it ends when the secret that verified the token is rotated out)."""
     return signing.dumps(
-        {"t": tenant.pk, "x": identity.external_id, "e": identity.expires_at},
+        {
+            "t": tenant.pk,
+            "x": identity.external_id,
+            "e": identity.expires_at,
+            "k": identity.secret_id,
+        },
         salt=IDENTITY_SESSION_SALT,
     )
 
 
 def identity_session_verify(*, tenant: Tenant, token: str) -> VerifiedIdentity:
     """The identity of an `identity_session`; raise IdentityError if forged, foreign or
-    expired (the identity token it came from expired)."""
+    expired (the identity token it came from expired, or the widget secret that verified it
+    was rotated out)."""
     try:
         data = signing.loads(token, salt=IDENTITY_SESSION_SALT)
     except signing.BadSignature as exc:
@@ -157,7 +175,14 @@ def identity_session_verify(*, tenant: Tenant, token: str) -> VerifiedIdentity:
         raise IdentityError(
             "Identity expired; sign in again.", code="identity_expired", field="identity_session"
         )
-    return VerifiedIdentity(external_id=str(data["x"]), expires_at=data["e"])
+    in_force = {_secret_id(secret) for secret in _secrets_in_force(tenant)}
+    if data.get("k") not in in_force:
+        raise IdentityError(
+            "The site's widget secret changed; sign in again.",
+            code="identity_expired",
+            field="identity_session",
+        )
+    return VerifiedIdentity(external_id=str(data["x"]), expires_at=data["e"], secret_id=data["k"])
 
 
 def visitor_token_make(*, tenant: Tenant, visitor_id: str | None = None) -> tuple[str, str]:

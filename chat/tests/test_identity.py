@@ -165,14 +165,58 @@ def test_rotation_without_overlap_refuses_old_tokens_at_once(tenant):
 
 
 def test_identity_session_is_bound_to_tenant_and_expiry(tenant, other_tenant):
-    identity = VerifiedIdentity(external_id="h", expires_at=int(time.time()) + 60)
+    token = identity_token_make(tenant=tenant, external_id="h", ttl_seconds=60)
+    identity = identity_token_verify(tenant=tenant, token=token)
     session = identity_session_make(tenant=tenant, identity=identity)
     assert identity_session_verify(tenant=tenant, token=session) == identity
     with pytest.raises(IdentityError):
         identity_session_verify(tenant=other_tenant, token=session)
     expired = identity_session_make(
-        tenant=tenant, identity=VerifiedIdentity(external_id="h", expires_at=int(time.time()) - 1)
+        tenant=tenant,
+        identity=VerifiedIdentity(
+            external_id="h", expires_at=int(time.time()) - 1, secret_id=identity.secret_id
+        ),
     )
     with pytest.raises(IdentityError) as caught:
         identity_session_verify(tenant=tenant, token=expired)
     assert caught.value.code == "identity_expired"
+
+
+def _session_for(tenant, external_id="r"):
+    identity = identity_token_verify(
+        tenant=tenant, token=identity_token_make(tenant=tenant, external_id=external_id)
+    )
+    return identity_session_make(tenant=tenant, identity=identity)
+
+
+def test_identity_session_ends_when_its_widget_secret_is_rotated_out(tenant):
+    session = _session_for(tenant)
+    tenant_widget_secret_rotate(tenant=tenant, actor=Actor.system(), overlap_seconds=0)
+    tenant.refresh_from_db()
+    with pytest.raises(IdentityError) as caught:
+        identity_session_verify(tenant=tenant, token=session)
+    assert caught.value.code == "identity_expired"
+    assert identity_session_verify(tenant=tenant, token=_session_for(tenant)).external_id == "r"
+
+
+def test_identity_session_lasts_through_the_rotation_overlap_and_not_after(tenant):
+    session = _session_for(tenant)
+    tenant_widget_secret_rotate(tenant=tenant, actor=Actor.system(), overlap_seconds=3600)
+    tenant.refresh_from_db()
+    assert identity_session_verify(tenant=tenant, token=session).external_id == "r"
+    tenant.widget_secret_previous_until = timezone.now() - timedelta(seconds=1)
+    tenant.save()
+    with pytest.raises(IdentityError):
+        identity_session_verify(tenant=tenant, token=session)
+
+
+def test_identity_session_naming_no_secret_is_refused(tenant):
+    from django.core import signing
+
+    from chat.identity import IDENTITY_SESSION_SALT
+
+    legacy = signing.dumps(
+        {"t": tenant.pk, "x": "r", "e": int(time.time()) + 600}, salt=IDENTITY_SESSION_SALT
+    )
+    with pytest.raises(IdentityError):
+        identity_session_verify(tenant=tenant, token=legacy)
