@@ -37,7 +37,7 @@ def login_failure_record(*, username: str, ip: str) -> None:
         return
     for name, key in _keys(username=username, ip=ip):
         limit = ratelimit.limit_get(name)
-        decision = ratelimit.rate_limit_hit(limit=limit, key=key)
+        decision = ratelimit.rate_limit_hit(limit=limit, key=key, keep_refused=True)
         if decision.allowed:
             continue
         over = decision.hits - limit.count

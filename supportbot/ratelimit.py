@@ -1,4 +1,4 @@
-"""Abuse limits: fixed-window counters in Redis, a stricter in-process fallback without it.
+"""Abuse limits: sliding-window counters in Redis, a stricter in-process fallback without it.
 
 Every limit is `count` hits per `window` seconds of one key (an IP and tenant, a customer, a
 conversation, an API key, a user name). Limits are named in `settings.RATE_LIMITS` (each from an
@@ -7,6 +7,10 @@ by every process. When Redis cannot be reached the limiter keeps working from co
 process, with each limit divided by `RATE_LIMIT_FALLBACK_DIVISOR` (several processes count
 separately then, so each one allows less), and tries Redis again after
 `RATE_LIMIT_REDIS_RETRY_S`. A limit never fails open.
+
+The window slides: a hit counts the current fixed window plus the previous one weighted by how
+much of it still lies inside the last `window` seconds, so two bursts on either side of a window
+boundary cannot pass twice the limit (a fixed window lets `1/60` through twice within a second).
 
 `rate_limit_enforce` raises `RateLimited` (429, `Retry-After`, the one JSON error shape);
 sockets turn it into a `rate_limited` event (docs/chat-protocol.md).
@@ -76,26 +80,27 @@ def _digest(parts: tuple) -> str:
 
 
 class _Local:
-    """Fixed-window counters of this process (the fallback); pruned as windows pass."""
+    """This process's counters (the fallback, lockouts, marks); pruned as windows pass."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.counts: dict[str, tuple[int, float]] = {}  # key -> (hits, window end)
+        self.windows: dict[tuple[str, int], int] = {}  # (key, window index) -> hits
 
-    def hit(self, key: str, window: int, now: float, cost: int) -> tuple[int, float]:
+    def hit(self, key: str, window_index: int, cost: int) -> tuple[int, int]:
+        """Add `cost` to this window of `key`; return (previous window's, this window's) hits."""
         with self.lock:
-            hits, ends = self.counts.get(key, (0, 0.0))
-            if ends <= now:
-                hits, ends = 0, (now // window + 1) * window
-            hits += cost
-            self.counts[key] = (hits, ends)
-            if len(self.counts) > 50_000:
-                self.counts = {k: v for k, v in self.counts.items() if v[1] > now}
-            return hits, ends
+            current = self.windows.get((key, window_index), 0) + cost
+            self.windows[(key, window_index)] = current
+            previous = self.windows.get((key, window_index - 1), 0)
+            if len(self.windows) > 50_000:
+                self.windows = {k: v for k, v in self.windows.items() if k[1] >= window_index - 1}
+            return previous, current
 
     def clear(self) -> None:
         with self.lock:
             self.counts.clear()
+            self.windows.clear()
 
 
 class _RedisState:
@@ -128,29 +133,67 @@ _local = _Local()
 _redis = _RedisState()
 
 
-def rate_limit_hit(*, limit: Limit, key: tuple, cost: int = 1) -> Decision:
-    """Count `cost` hits of `key` under `limit`; return whether this hit is allowed."""
+def _sliding_decision(
+    limit: Limit, previous: int, current: int, now: float, allowed_count: int, backend: str
+) -> Decision:
+    """Decide from two fixed windows: the previous one counts by its share still in range.
+
+    `current` includes this hit. A refused hit is taken back by the caller, so `retry_after` is
+    the wait until one more hit fits if nothing else arrives meanwhile.
+    """
+    window = limit.window
+    ends = (int(now // window) + 1) * window
+    into = 1.0 - (ends - now) / window  # share of the current window already passed
+    estimate = previous * (1.0 - into) + current
+    allowed = estimate <= allowed_count + 1e-9
+    kept = current if allowed else current - 1
+    if kept + 1 <= allowed_count:
+        # Only the previous window's weight is in the way: wait until enough of it slid out.
+        needed = 1.0 - (allowed_count - kept - 1) / previous if previous else into
+        wait = (needed - into) * window
+    else:
+        # This window alone is full: wait for the next one, then for this one to slide out.
+        wait = (ends - now) + (1.0 - (allowed_count - 1) / kept) * window
+    return Decision(allowed, limit, int(estimate + 0.999), max(1, int(wait + 0.999)), backend)
+
+
+def rate_limit_hit(
+    *, limit: Limit, key: tuple, cost: int = 1, keep_refused: bool = False
+) -> Decision:
+    """Count `cost` hits of `key` under `limit`; return whether this hit is allowed.
+
+    A refused hit is taken back, so a client that waits `retry_after` is let through; with
+    `keep_refused` it stays counted (events that happened, such as failed logins, which back
+    off further with each one past the limit).
+    """
     now = time.time()
     window_index = int(now // limit.window)
-    ends = (window_index + 1) * limit.window
-    redis_key = f"{KEY_PREFIX}:{limit.name}:{_digest(key)}:{window_index}"
+    base = f"{KEY_PREFIX}:{limit.name}:{_digest(key)}"
+    current_key = f"{base}:{window_index}"
     client = _redis.get()
     if client is not None:
         try:
             pipe = client.pipeline(transaction=True)
-            pipe.incrby(redis_key, cost)
-            pipe.expire(redis_key, limit.window + 1)
-            hits = int(pipe.execute()[0])
+            pipe.incrby(current_key, cost)
+            pipe.expire(current_key, 2 * limit.window + 1)
+            pipe.get(f"{base}:{window_index - 1}")
+            current, _expire, previous = pipe.execute()
+            decision = _sliding_decision(
+                limit, int(previous or 0), int(current), now, limit.count, "redis"
+            )
+            if not decision.allowed and not keep_refused:
+                client.decrby(current_key, cost)
         except redis.RedisError as exc:
             _redis.failed(exc)
         else:
-            allowed = hits <= limit.count
-            return Decision(allowed, limit, hits, max(1, int(ends - now + 0.999)), "redis")
+            return decision
     allowed_local = max(1, limit.count // max(1, settings.RATE_LIMIT_FALLBACK_DIVISOR))
-    hits, local_ends = _local.hit(f"{limit.name}:{_digest(key)}", limit.window, now, cost)
-    return Decision(
-        hits <= allowed_local, limit, hits, max(1, int(local_ends - now + 0.999)), "local"
-    )
+    local_key = f"{limit.name}:{_digest(key)}"
+    previous, current = _local.hit(local_key, window_index, cost)
+    decision = _sliding_decision(limit, previous, current, now, allowed_local, "local")
+    if not decision.allowed and not keep_refused:
+        _local.hit(local_key, window_index, -cost)
+    return decision
 
 
 def rate_limit_enforce(*, name: str, key: tuple, cost: int = 1, detail: str | None = None) -> None:

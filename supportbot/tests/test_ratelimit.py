@@ -134,3 +134,47 @@ def test_lockouts_work_in_redis_and_without_it(settings):
     ratelimit._redis.down_until = 0.0
     ratelimit.lockout_set(name="login_user", key=("eve",), seconds=30)
     assert ratelimit.lockout_remaining(name="login_user", key=("eve",)) >= 25
+
+
+class _Clock:
+    """A wall clock the test moves (the limiter reads `time.time`)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("backend", ["redis", "local"])
+def test_hits_on_both_sides_of_a_window_boundary_do_not_pass_twice_the_limit(
+    backend, settings, strict_limits, monkeypatch
+):
+    if backend == "local":
+        settings.REDIS_URL = DEAD_REDIS
+        settings.RATE_LIMIT_FALLBACK_DIVISOR = 1
+        ratelimit._redis.down_until = 0.0
+    strict_limits(message_conversation="1/60")
+    limit = ratelimit.limit_get("message_conversation")
+    clock = _Clock(60.0 * 29_000_000 - 0.05)  # 50 ms before a window boundary
+    monkeypatch.setattr(ratelimit.time, "time", clock)
+    first = ratelimit.rate_limit_hit(limit=limit, key=("edge", backend))
+    clock.now += 0.1  # 50 ms into the next window
+    second = ratelimit.rate_limit_hit(limit=limit, key=("edge", backend))
+    assert (first.allowed, second.allowed, second.backend) == (True, False, backend)
+    assert 55 <= second.retry_after <= 60
+    clock.now += 60.0  # a whole window after the first hit: allowed again
+    assert ratelimit.rate_limit_hit(limit=limit, key=("edge", backend)).allowed
+
+
+def test_the_previous_window_weighs_by_the_share_still_inside_the_last_window(
+    strict_limits, monkeypatch
+):
+    strict_limits(search_key="10/60")
+    limit = ratelimit.limit_get("search_key")
+    clock = _Clock(60.0 * 29_000_100 + 30.0)  # the middle of a window
+    monkeypatch.setattr(ratelimit.time, "time", clock)
+    assert all(ratelimit.rate_limit_hit(limit=limit, key=("w",)).allowed for _ in range(10))
+    clock.now += 45.0  # 15 s into the next window: 3/4 of the previous 10 still count
+    verdicts = [ratelimit.rate_limit_hit(limit=limit, key=("w",)).allowed for _ in range(4)]
+    assert verdicts == [True, True, False, False]
