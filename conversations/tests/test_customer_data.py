@@ -231,8 +231,8 @@ def test_erasure_whose_connection_is_killed_midway_deletes_nothing(tenant, monke
     dsn = connection.get_connection_params()
     real = customer_data._erase
 
-    def erase_then_die(customers, conversations):
-        counts = real(customers, conversations)  # rows deleted inside the transaction …
+    def erase_then_die(tenant, customers, conversations):
+        counts = real(tenant, customers, conversations)  # rows deleted in the transaction …
         pid = connection.cursor().connection.info.backend_pid
         with psycopg.connect(**dsn, autocommit=True) as admin:  # … then the backend dies
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
