@@ -64,6 +64,8 @@ def audit_scrub_free_text(apps, schema_editor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     with schema_editor.connection.cursor() as cursor:
+        # ALTER TABLE refuses while deferred foreign-key checks of earlier writes are queued.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(
             "ALTER TABLE supportbot_auditevent DISABLE TRIGGER supportbot_auditevent_append_only"
         )
