@@ -37,6 +37,7 @@ FROM build AS static
 RUN SUPPORTBOT_VAR_DIR=/tmp/var \
     DJANGO_SECRET_KEY=collectstatic-only-not-a-secret \
     ENCRYPTION_MASTER_KEYS="build=$(python -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" \
+    BLIND_INDEX_KEYS="build=$(python -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" \
     DATABASE_URL=postgres://unused@127.0.0.1:1/unused \
     REDIS_URL=redis://127.0.0.1:1/0 \
     python manage.py collectstatic --noinput -v0 \

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,6 +12,20 @@ from supportbot.api import AUTH_ERRORS, ErrorSerializer
 from supportbot.authentication import request_actor, request_tenant
 
 NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="This tenant has no such customer.")}
+EXTERNAL_ID = OpenApiParameter(
+    "external_id",
+    str,
+    OpenApiParameter.PATH,
+    description="The id the customer was created with, percent-encoded (`a/b` as `a%2Fb`); "
+    "any id the API accepted works, `/`, spaces and unicode included.",
+)
+
+
+def _erase(request, external_id: str) -> Response:
+    result = customer_data.customer_erase(
+        tenant=request_tenant(request), external_id=external_id, actor=request_actor(request)
+    )
+    return Response(CustomerEraseApi.OutputSerializer(result).data)
 
 
 class CustomerEraseApi(APIView):
@@ -32,13 +46,11 @@ class CustomerEraseApi(APIView):
         "derived from their conversations, in one transaction. The audit trail records the "
         "erasure with the counts (never content). Idempotent: repeating it returns "
         "`already_erased: true`.",
+        parameters=[EXTERNAL_ID],
         responses={200: OutputSerializer, **NOT_FOUND, **AUTH_ERRORS},
     )
     def delete(self, request, external_id: str):
-        result = customer_data.customer_erase(
-            tenant=request_tenant(request), external_id=external_id, actor=request_actor(request)
-        )
-        return Response(self.OutputSerializer(result).data)
+        return _erase(request, external_id)
 
 
 class CustomerExportApi(APIView):
@@ -55,6 +67,7 @@ class CustomerExportApi(APIView):
         operation_id="customers_export",
         summary="Everything stored about a customer, as JSON (access requests)",
         description="The export is recorded in the audit trail (counts only).",
+        parameters=[EXTERNAL_ID],
         responses={200: OutputSerializer, **NOT_FOUND, **AUTH_ERRORS},
     )
     def get(self, request, external_id: str):
@@ -62,3 +75,8 @@ class CustomerExportApi(APIView):
             tenant=request_tenant(request), external_id=external_id, actor=request_actor(request)
         )
         return Response(data)
+
+    @extend_schema(exclude=True)  # documented as DELETE /customers/{external_id}
+    def delete(self, request, external_id: str):
+        """Erase the customer whose id ends in `/export` (this route matched their path)."""
+        return _erase(request, f"{external_id}/export")

@@ -10,7 +10,6 @@ content, and the external id only as a keyed hash (so a repeated erasure is reco
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,7 +24,8 @@ from django.utils import timezone
 from conversations.models import Conversation, Customer, Message
 from supportbot import encryption
 from supportbot.errors import NotFound
-from supportbot.models import AuditEvent, IdempotencyKey, Tenant
+from supportbot.idempotency import idempotency_forget
+from supportbot.models import AuditEvent, Tenant
 from supportbot.services import Actor, audit_event_record
 
 logger = logging.getLogger(__name__)
@@ -72,38 +72,16 @@ def _counts(deleted: dict[str, int]) -> dict[str, int]:
     return dict(out)
 
 
-_CONVERSATION_PATH = re.compile(r"^/api/v1/conversations/(\d+)(?:/|$)")
-_MESSAGE_PATH = re.compile(r"^/api/v1/messages/(\d+)(?:/|$)")
+def _erase(tenant: Tenant, customers: list[int], conversations: list[int]) -> dict[str, int]:
+    """Delete the given customers and conversations (locked by the caller); return counts.
 
-
-def _drop_saved_responses(conversations: list[int]) -> int:
-    """Delete the saved partner responses (Idempotency-Key replays, kept a day) that belong
-    to these conversations: their bodies hold the conversations' text."""
-    if not conversations:
-        return 0
-    tenant_ids = set(
-        Conversation.objects.filter(pk__in=conversations).values_list("tenant_id", flat=True)
-    )
-    ours = set(conversations)
-    messages = set(Message.objects.filter(conversation_id__in=ours).values_list("pk", flat=True))
-    doomed = []
-    for record in IdempotencyKey.objects.filter(tenant_id__in=tenant_ids):
-        body = record.response_body if isinstance(record.response_body, dict) else {}
-        by_path = _CONVERSATION_PATH.match(record.path)
-        by_message = _MESSAGE_PATH.match(record.path)
-        if (
-            (by_path and int(by_path.group(1)) in ours)
-            or (by_message and int(by_message.group(1)) in messages)
-            or (record.path.rstrip("/") == "/api/v1/conversations" and body.get("id") in ours)
-        ):
-            doomed.append(record.pk)
-    return IdempotencyKey.objects.filter(pk__in=doomed).delete()[0]
-
-
-def _erase(customers: list[int], conversations: list[int]) -> dict[str, int]:
-    """Delete the given customers and conversations (locked by the caller); return counts."""
+    The saved partner responses (Idempotency-Key replays, kept a day) of these conversations
+    go too: their bodies hold the conversations' text. They are found by their conversation
+    link, so no other customer's response is read."""
     totals: Counter = Counter()
-    totals["saved_responses"] = _drop_saved_responses(conversations)
+    totals["saved_responses"] = idempotency_forget(
+        tenant_id=tenant.pk, conversation_ids=conversations
+    )
     if conversations:
         totals.update(_counts(Conversation.objects.filter(pk__in=conversations).delete()[1]))
     if customers:
@@ -143,8 +121,11 @@ def customer_erase(*, tenant: Tenant, external_id: str, actor: Actor) -> dict[st
         .first()
     )
     if customer is None:
+        refs = encryption.blind_index_candidates(
+            tenant_id=tenant.pk, purpose="customer", value=external_id
+        )
         if AuditEvent.objects.filter(
-            tenant=tenant, action="customer.erased", target_type="customer", target_id=ref
+            tenant=tenant, action="customer.erased", target_type="customer", target_id__in=refs
         ).exists():
             return {"external_id": external_id, "already_erased": True, "erased": {}}
         raise NotFound("No such customer.")
@@ -154,7 +135,7 @@ def customer_erase(*, tenant: Tenant, external_id: str, actor: Actor) -> dict[st
         .values_list("pk", flat=True)
     )
     cached = _drop_cached_answers_on_commit(customer.pk)
-    counts = _erase([customer.pk], conversations)
+    counts = _erase(tenant, [customer.pk], conversations)
     counts["cached_answers"] = cached
     audit_event_record(
         tenant=tenant,
@@ -189,7 +170,7 @@ def conversations_erase_expired(
                 )
                 if not ids:
                     break
-                totals.update(_erase([], ids))
+                totals.update(_erase(tenant, [], ids))
         if totals:
             report[tenant.slug] = dict(totals)
             audit_event_record(

@@ -63,7 +63,9 @@ def handoff_request(
         action="handoff.requested",
         target_type="handoff",
         target_id=handoff.pk,
-        data={"conversation_id": conversation.pk, "reason": reason, "detail": detail[:300]},
+        # The reason code only: `detail` may quote the customer (it lives, sealed, on the
+        # handoff, which erasure deletes; the append-only audit trail outlives it).
+        data={"conversation_id": conversation.pk, "reason": reason},
     )
     queue_events.publish_on_commit(
         handoff.tenant_id, queue_events.handoff_queued(handoff_id=handoff.pk)

@@ -347,12 +347,13 @@ def services_start(
 
 
 def dev_files_write() -> None:
-    """Write the development secret key and master keyring under the var dir (once), and
-    create its static-files folder (whitenoise wants it to exist)."""
+    """Write the development secret key, master keyring and blind-index keyring under the
+    var dir (once), and create its static-files folder (whitenoise wants it to exist)."""
     from supportbot import keys
 
     keys.dev_secret_key(var_dir())
     keys.dev_master_keyring(var_dir())
+    keys.dev_blind_index_keyring(var_dir())
     (var_dir() / "staticfiles").mkdir(parents=True, exist_ok=True)
 
 

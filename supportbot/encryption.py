@@ -15,6 +15,7 @@ opening with theirs until they are re-sealed.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -226,11 +227,67 @@ def seal_fields(model: type, *, tenant_id: int, fields: dict[str, Any]) -> dict[
     return out
 
 
-def blind_index(*, tenant_id: int, purpose: str, value: str) -> str:
-    """A keyed hash of `value` (HMAC-SHA256 under a per-tenant key derived from the secret key)
-    that equality lookups use instead of the encrypted column."""
-    key = keys.derive_key(settings.SECRET_KEY, f"blind-index:{tenant_id}:{purpose}")
+def _blind_keyring() -> dict[str, bytes]:
+    ring: dict[str, bytes] = settings.BLIND_INDEX_KEYS
+    if not ring:
+        raise ImproperlyConfigured(
+            "No blind-index key: set BLIND_INDEX_KEYS, or in development run "
+            "`manage.py services start` (make run does) to write var/blind-index-keys."
+        )
+    return ring
+
+
+@functools.lru_cache(maxsize=4096)
+def _blind_key(root: bytes, tenant_id: int, purpose: str) -> bytes:
+    return keys.derive_key(root, f"blind-index:{tenant_id}:{purpose}")
+
+
+def _blind_index_under(root: bytes, *, tenant_id: int, purpose: str, value: str) -> str:
+    key = _blind_key(root, tenant_id, purpose)
     return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def blind_index(*, tenant_id: int, purpose: str, value: str) -> str:
+    """A keyed hash of `value` that equality lookups use instead of the encrypted column:
+    HMAC-SHA256 under a per-tenant key derived from the newest key of `BLIND_INDEX_KEYS`
+    (its own keyring: rotating `DJANGO_SECRET_KEY` changes no blind index). Store this."""
+    root = next(iter(_blind_keyring().values()))
+    return _blind_index_under(root, tenant_id=tenant_id, purpose=purpose, value=value)
+
+
+def blind_index_candidates(*, tenant_id: int, purpose: str, value: str) -> list[str]:
+    """`value`'s blind index under every key of the ring, newest first. Look rows up with
+    all of them: rows written before a key rotation match until `blind_index_rekey` ran."""
+    return [
+        _blind_index_under(root, tenant_id=tenant_id, purpose=purpose, value=value)
+        for root in _blind_keyring().values()
+    ]
+
+
+def blind_index_rekey(
+    queryset, *, field: str, purpose: str, value_of, batch_size: int = 500
+) -> int:
+    """Recompute `field` (a stored blind index of `purpose`) of the rows of `queryset` under
+    the newest key; return the rows changed. `value_of(row)` is the indexed plaintext (None:
+    leave the row). Batches commit on their own; a row whose index changed meanwhile is left
+    to its writer (who used the newest key). Running it again changes nothing."""
+    changed, last = 0, 0
+    while True:
+        with transaction.atomic():
+            rows = list(queryset.filter(pk__gt=last).order_by("pk")[:batch_size])
+            for row in rows:
+                last = row.pk
+                value = value_of(row)
+                if value is None:
+                    continue
+                fresh = blind_index(tenant_id=row.tenant_id, purpose=purpose, value=value)
+                old = getattr(row, field)
+                if fresh != old:
+                    changed += queryset.model.objects.filter(pk=row.pk, **{field: old}).update(
+                        **{field: fresh}
+                    )
+        if len(rows) < batch_size:
+            return changed
 
 
 def data_keys_rewrap(*, batch_size: int = 500) -> int:

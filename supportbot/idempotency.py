@@ -9,6 +9,9 @@
   (the key is released, so a retry runs again). Keys are kept for 24 hours, per tenant.
 - A streamed (SSE) response is not saved: the key guards against a concurrent duplicate while
   it runs, and a retry runs again — safe because messages dedupe on `client_message_id`.
+- A view names the conversation it acts on (`saved_response_attach`) while it runs, so a
+  customer's erasure deletes exactly their saved responses (`idempotency_forget`), by index,
+  without opening anyone else's — and a response finished after the erasure is not saved.
 """
 
 from __future__ import annotations
@@ -119,6 +122,28 @@ def idempotency_begin(*, tenant: Tenant, key: str, request) -> IdempotencyKey:
     raise Conflict(f"This {HEADER} is busy; retry shortly.", code="idempotency_in_progress")
 
 
+def saved_response_attach(*, record: IdempotencyKey | None, conversation_id: int) -> None:
+    """Link the key this request holds (None: it holds none) to `conversation_id`, now.
+
+    Call it before the work whose response will quote the conversation: the link is written
+    at once, so an erasure committing while the request runs deletes the row, and the
+    request's final save then finds nothing to write."""
+    if record is None:
+        return
+    record.conversation_id = conversation_id
+    IdempotencyKey.objects.filter(pk=record.pk).update(conversation_id=conversation_id)
+
+
+def idempotency_forget(*, tenant_id: int, conversation_ids: list[int]) -> int:
+    """Delete the tenant's saved responses (and held keys) of these conversations; return
+    how many. An index lookup: nobody else's response is read or opened."""
+    if not conversation_ids:
+        return 0
+    return IdempotencyKey.objects.filter(
+        tenant_id=tenant_id, conversation_id__in=conversation_ids
+    ).delete()[0]
+
+
 def idempotency_finish(*, record: IdempotencyKey, response) -> None:
     """Save what the request answered (or release the key when it must run again)."""
     status = response.status_code
@@ -151,6 +176,12 @@ class IdempotentPostMixin:
             self._idempotency = idempotency_begin(
                 tenant=request_tenant(request), key=key.strip(), request=request
             )
+
+    def idempotency_attach(self, conversation_id: int) -> None:
+        """Name the conversation this request acts on (see `saved_response_attach`)."""
+        saved_response_attach(
+            record=getattr(self, "_idempotency", None), conversation_id=conversation_id
+        )
 
     def handle_exception(self, exc):
         if isinstance(exc, Replay):

@@ -62,14 +62,14 @@ def dev_secret_key_read(var_dir: Path) -> str:
     return key
 
 
-def derive_key(secret: str, purpose: str, length: int = 32) -> bytes:
+def derive_key(secret: str | bytes, purpose: str, length: int = 32) -> bytes:
     """`length` bytes for `purpose` derived from `secret` (HKDF-SHA256, no salt)."""
     return HKDF(
         algorithm=hashes.SHA256(),
         length=length,
         salt=None,
         info=f"supportbot:{purpose}".encode(),
-    ).derive(secret.encode())
+    ).derive(secret.encode() if isinstance(secret, str) else secret)
 
 
 def derive_fernet_key(secret: str, purpose: str) -> str:
@@ -78,21 +78,22 @@ def derive_fernet_key(secret: str, purpose: str) -> str:
 
 
 MASTER_KEY_FILE_NAME = "master-keys"
+BLIND_INDEX_KEY_FILE_NAME = "blind-index-keys"
 
 
-def dev_master_keyring(var_dir: Path) -> str:
-    """The development master keyring in `var_dir/master-keys`, created on first use.
+def _dev_keyring(var_dir: Path, file_name: str, id_prefix: str) -> str:
+    """The development keyring in `var_dir/file_name`, created on first use.
 
     One entry `<id>=<urlsafe base64 of 32 random bytes>`; like the secret key it is written to
     a private temporary name and linked into place so concurrent starts agree on one key.
     """
     var_dir.mkdir(parents=True, exist_ok=True)
-    path = var_dir / MASTER_KEY_FILE_NAME
+    path = var_dir / file_name
     if not path.exists():
-        entry = f"dev-{secrets.token_hex(4)}=" + base64.urlsafe_b64encode(
+        entry = f"{id_prefix}-{secrets.token_hex(4)}=" + base64.urlsafe_b64encode(
             secrets.token_bytes(32)
         ).decode("ascii")
-        tmp = var_dir / f".{MASTER_KEY_FILE_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
+        tmp = var_dir / f".{file_name}.{os.getpid()}.{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="ascii") as fh:
@@ -106,34 +107,60 @@ def dev_master_keyring(var_dir: Path) -> str:
     return path.read_text(encoding="ascii").strip()
 
 
-def dev_master_keyring_read(var_dir: Path) -> list[str]:
-    """The development keyring entries in `var_dir/master-keys`, or [] when never written."""
+def _dev_keyring_read(var_dir: Path, file_name: str) -> list[str]:
     try:
-        text = (var_dir / MASTER_KEY_FILE_NAME).read_text(encoding="ascii").strip()
+        text = (var_dir / file_name).read_text(encoding="ascii").strip()
     except FileNotFoundError:
         return []
     return [text] if text else []
 
 
-def parse_master_keyring(entries: list[str]) -> dict[str, bytes]:
+def dev_master_keyring(var_dir: Path) -> str:
+    """The development master keyring in `var_dir/master-keys`, created (random) on first use."""
+    return _dev_keyring(var_dir, MASTER_KEY_FILE_NAME, "dev")
+
+
+def dev_master_keyring_read(var_dir: Path) -> list[str]:
+    """The development keyring entries in `var_dir/master-keys`, or [] when never written."""
+    return _dev_keyring_read(var_dir, MASTER_KEY_FILE_NAME)
+
+
+def dev_blind_index_keyring(var_dir: Path) -> str:
+    """The development blind-index keyring in `var_dir/blind-index-keys`, created (random,
+    0600) on first use, like the master keyring."""
+    return _dev_keyring(var_dir, BLIND_INDEX_KEY_FILE_NAME, "dev-bi")
+
+
+def dev_blind_index_keyring_read(var_dir: Path) -> list[str]:
+    """The development blind-index keyring entries, or [] when never written."""
+    return _dev_keyring_read(var_dir, BLIND_INDEX_KEY_FILE_NAME)
+
+
+def parse_keyring(entries: list[str], *, what: str = "master key") -> dict[str, bytes]:
     """`["id=base64", ...]` as an ordered {id: 32-byte key}; the first entry is the current key.
 
     Raise ValueError for a malformed entry, a duplicate id or a key that is not 32 bytes.
     """
     ring: dict[str, bytes] = {}
+    label = what[0].upper() + what[1:]
     for entry in entries:
         key_id, sep, encoded = entry.strip().partition("=")
         if not sep or not key_id or len(key_id) > 32 or not key_id.replace("-", "").isalnum():
-            raise ValueError("A master key entry is `<id>=<urlsafe base64 of 32 bytes>`.")
+            raise ValueError(f"A {what} entry is `<id>=<urlsafe base64 of 32 bytes>`.")
         try:
             key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
         except ValueError as exc:
-            raise ValueError(f"Master key {key_id!r} is not base64.") from exc
+            raise ValueError(f"{label} {key_id!r} is not base64.") from exc
         if len(key) != 32:
-            raise ValueError(f"Master key {key_id!r} must be 32 bytes (AES-256).")
+            raise ValueError(f"{label} {key_id!r} must be 32 bytes.")
         if key_id in ring:
-            raise ValueError(f"Master key id {key_id!r} appears twice.")
+            raise ValueError(f"{label} id {key_id!r} appears twice.")
         ring[key_id] = key
     if not ring:
-        raise ValueError("The master keyring is empty.")
+        raise ValueError(f"The {what} keyring is empty.")
     return ring
+
+
+def parse_master_keyring(entries: list[str]) -> dict[str, bytes]:
+    """The master keyring (AES-256 keys that wrap data keys); see `parse_keyring`."""
+    return parse_keyring(entries, what="master key")

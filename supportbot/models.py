@@ -208,6 +208,9 @@ class IdempotencyKey(models.Model):
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     # The saved response holds conversation text: sealed like it (supportbot/fields.py).
     response_body = EncryptedJSONField(null=True, blank=True)
+    # The conversation the request acted on (an id, not a foreign key: this app sits below
+    # conversations), set while the request runs: erasing it forgets this response.
+    conversation_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -215,7 +218,10 @@ class IdempotencyKey(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
         ]
-        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+        indexes = [
+            models.Index(fields=["created_at"], name="idempotency_created"),
+            models.Index(fields=["tenant", "conversation_id"], name="idempotency_conversation"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.key} ({self.state})"

@@ -43,6 +43,19 @@ class Actor:
         return cls(type=AuditEvent.ActorType.API_KEY, id=str(key.pk), label=f"key:{key.prefix}")
 
 
+_AUDIT_CODE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+def audit_code(value: object) -> str:
+    """`value` if it is shaped like a code (letters, digits, `_.:-`, at most 64), else "other".
+
+    For codes that come from outside (an order system's error code): audit rows hold ids and
+    codes, never free text that could carry a customer's words (the trail outlives erasure).
+    """
+    text = str(value) if isinstance(value, str | int) else ""
+    return text if _AUDIT_CODE_RE.match(text) else "other"
+
+
 def audit_event_record(
     *,
     tenant: Tenant | None,
@@ -52,7 +65,10 @@ def audit_event_record(
     target_id: str | int = "",
     data: dict | None = None,
 ) -> AuditEvent:
-    """Append one audit event (in the caller's transaction, so it commits with the change)."""
+    """Append one audit event (in the caller's transaction, so it commits with the change).
+
+    `data` holds ids, counts and codes, never text a customer or agent wrote: the trail is
+    append-only and outlives a customer's erasure (docs/data-protection.md "Audit trail")."""
     return AuditEvent.objects.create(
         tenant=tenant,
         actor_type=actor.type,

@@ -26,7 +26,7 @@ from actions.services.confirm import action_cancel, action_confirm
 from actions.services.decide import action_decide
 from actions.services.execute import action_run
 from actions.services.ledger import dedupe_key_for, retry_key_for
-from actions.services.propose import action_propose
+from actions.services.propose import action_propose, order_keys_rekey
 from actions.services.sweep import (
     action_attach_card,
     action_mark_notified,
@@ -51,6 +51,7 @@ __all__ = [
     "actions_sweep",
     "dedupe_key_for",
     "notify_customer",
+    "order_keys_rekey",
     "provider_config_set",
     "retry_key_for",
 ]

@@ -26,7 +26,7 @@ from supportbot.services import Actor
 
 
 def _refuse(action: ActionRequest, agent, code: str, detail: str) -> PermissionDenied:
-    audit(action, "action.decision_refused", Actor.for_user(agent), code=code, detail=detail)
+    audit(action, "action.decision_refused", Actor.for_user(agent), code=code)
     return PermissionDenied(detail, code=code)
 
 
@@ -84,7 +84,9 @@ def _decide(*, action_id: int, agent, approve: bool, reason: str, expected_versi
         actor=Actor.for_user(agent),
         data={
             "by": agent.get_username(),
-            "reason": reason[:500],
+            # The agent's reason stays on the action (erased with the customer): it may
+            # quote the customer, and the audit trail outlives an erasure.
+            "reason_given": bool(reason),
             "recent_refunds": f"{recent:.2f}",
             "daily_limit": f"{action.tenant.refund_per_customer_daily_limit:.2f}",
         },

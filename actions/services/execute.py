@@ -22,6 +22,7 @@ from actions.providers import ProviderError, ProviderRejected, ProviderUnavailab
 from actions.services.config import provider_for
 from actions.services.ledger import EXECUTOR, State, load, transition, transition_or_reload
 from actions.services.propose import check
+from supportbot.services import audit_code
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def _send_checked(action: ActionRequest) -> ActionRequest:
             to=State.APPROVED,
             event="action.deferred",
             actor=EXECUTOR,
-            data={"code": exc.code, "step": "pre-send read"},
+            data={"code": audit_code(exc.code), "step": "pre-send read"},
             error_code="provider_unavailable",
             error=str(exc)[:500],
         )
@@ -154,7 +155,7 @@ def _settle_unknown(action: ActionRequest, code: str, detail: str) -> ActionRequ
         to=State.UNKNOWN,
         event="action.unknown",
         actor=EXECUTOR,
-        data={"code": code, "detail": detail[:300]},
+        data={"code": audit_code(code)},
         error_code=code,
         error=detail[:500],
     )
@@ -172,7 +173,7 @@ def send(action: ActionRequest) -> ActionRequest:
             to=State.FAILED,
             event="action.failed",
             actor=EXECUTOR,
-            data={"code": exc.code, "status": exc.status, "detail": exc.detail},
+            data={"code": audit_code(exc.code), "status": exc.status},
             error_code=exc.code[:50],
             error=exc.detail or str(exc),
         )

@@ -37,7 +37,7 @@ from actions.services.ledger import (
 from conversations.models import Conversation, Customer
 from supportbot import encryption
 from supportbot.errors import ApplicationError, NotFound
-from supportbot.services import Actor, audit_event_record
+from supportbot.services import Actor, audit_code, audit_event_record
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +48,19 @@ IN_FLIGHT = (State.AWAITING_APPROVAL, State.APPROVED, State.EXECUTING, State.UNK
 def _reject_proposal(
     *, conversation: Conversation, tool: Any, source: str, code: str, detail: str, field=None
 ):
+    # Codes only, in the log and the audit trail: the model's tool name and the schema's
+    # message can quote what the customer typed (the audit trail outlives an erasure).
+    spec = registry.tool_get(tool) if isinstance(tool, str) else None
+    tool_name = spec.name if spec is not None else "unknown"
+    fields = {"tool", *(spec.schema.get("properties", {}) if spec else ())}
+    known_field = field if field in fields else None
     logger.warning(
-        "rejected %s tool proposal in conversation %s: %s (%s)",
+        "rejected %s tool proposal in conversation %s: %s (tool %s, field %s)",
         source,
         conversation.pk,
         code,
-        detail,
+        tool_name,
+        known_field,
     )
     audit_event_record(
         tenant=conversation.tenant,
@@ -61,7 +68,7 @@ def _reject_proposal(
         action="action.proposal_rejected",
         target_type="conversation",
         target_id=conversation.pk,
-        data={"tool": str(tool)[:50], "code": code, "detail": detail[:300], "field": field},
+        data={"tool": tool_name, "code": code, "field": known_field},
     )
     raise ApplicationError(detail, code=code, field=field)
 
@@ -296,12 +303,37 @@ def order_key_for(*, tenant_id: int, arguments: dict[str, Any]) -> str:
     return encryption.blind_index(tenant_id=tenant_id, purpose="order", value=str(order_id))
 
 
+def _indexed_order_id(action: ActionRequest) -> str | None:
+    order_id = action.arguments.get("order_id") if isinstance(action.arguments, dict) else None
+    return str(order_id) if order_id else None
+
+
+def order_keys_rekey(*, batch_size: int = 500) -> int:
+    """Recompute every stored `order_key` under the newest blind-index key (from the
+    decrypted arguments); return the rows changed. Idempotent (`manage.py blind_index_rekey`)."""
+    return encryption.blind_index_rekey(
+        ActionRequest.objects.exclude(order_key=""),
+        field="order_key",
+        purpose="order",
+        value_of=_indexed_order_id,
+        batch_size=batch_size,
+    )
+
+
 def in_flight_for_order(action: ActionRequest, order_read_at: datetime) -> Decimal:
     """Refund amounts of this order on their way (or settled after the order was read)."""
+    order_id = action.arguments.get("order_id")
+    order_keys = (
+        encryption.blind_index_candidates(
+            tenant_id=action.tenant_id, purpose="order", value=str(order_id)
+        )
+        if order_id
+        else [""]
+    )
     rows = ActionRequest.objects.filter(
         tenant_id=action.tenant_id,
         tool="request_refund",
-        order_key=order_key_for(tenant_id=action.tenant_id, arguments=action.arguments),
+        order_key__in=order_keys,
     ).exclude(pk=action.pk)
     pending = rows.filter(
         Q(state__in=IN_FLIGHT) | Q(state=State.SUCCEEDED, completed_at__gte=order_read_at)
@@ -372,7 +404,7 @@ def _provider_failed(action: ActionRequest, exc: ProviderError) -> ActionRequest
         to=State.FAILED,
         event="action.failed",
         actor=POLICY,
-        data={"code": exc.code, "step": "check"},
+        data={"code": audit_code(exc.code), "step": "check"},
         error_code="provider_not_configured"
         if exc.code == "provider_not_configured"
         else "provider_unavailable",

@@ -27,6 +27,7 @@ class ActionAnswerApi(IdempotentPostMixin, APIView):
     def post(self, request, conversation_id: int, action_id: int):
         tenant = request_tenant(request)
         conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
+        self.idempotency_attach(conversation.pk)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         card = action_services.action_answer(

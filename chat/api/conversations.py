@@ -1,5 +1,6 @@
 """POST /conversations: start a conversation for a partner's (verified) customer."""
 
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -34,14 +35,18 @@ class ConversationCreateApi(IdempotentPostMixin, APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         customer_data = data.validated_data["customer"]
-        # The partner's key vouches for the customer (server to server): verified.
-        customer = services.customer_get_or_create_verified(
-            tenant=tenant,
-            external_id=customer_data["external_id"],
-            name=customer_data.get("name", ""),
-            email=customer_data.get("email", ""),
-        )
-        conversation = services.conversation_start(
-            tenant=tenant, customer=customer, channel=Conversation.Channel.API
-        )
+        # One transaction with the link of the Idempotency-Key: an erasure of this customer
+        # sees the new conversation and its saved response together, or neither.
+        with transaction.atomic():
+            # The partner's key vouches for the customer (server to server): verified.
+            customer = services.customer_get_or_create_verified(
+                tenant=tenant,
+                external_id=customer_data["external_id"],
+                name=customer_data.get("name", ""),
+                email=customer_data.get("email", ""),
+            )
+            conversation = services.conversation_start(
+                tenant=tenant, customer=customer, channel=Conversation.Channel.API
+            )
+            self.idempotency_attach(conversation.pk)
         return Response(ConversationSerializer(conversation).data, status=201)

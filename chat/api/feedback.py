@@ -31,6 +31,7 @@ class FeedbackCreateApi(IdempotentPostMixin, APIView):
     def post(self, request, message_id: int):
         tenant = request_tenant(request)
         message = selectors.message_get(tenant=tenant, message_id=message_id)
+        self.idempotency_attach(message.conversation_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         feedback = services.feedback_set(

@@ -34,6 +34,7 @@ class HandoffCreateApi(IdempotentPostMixin, APIView):
     def post(self, request, conversation_id: int):
         tenant = request_tenant(request)
         conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
+        self.idempotency_attach(conversation.pk)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         limits.handoff_enforce(

@@ -84,6 +84,7 @@ class ConversationMessagesApi(IdempotentPostMixin, APIView):
     def post(self, request, conversation_id: int):
         tenant = request_tenant(request)
         conversation = selectors.conversation_get(tenant=tenant, conversation_id=conversation_id)
+        self.idempotency_attach(conversation.pk)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         limits.message_enforce(

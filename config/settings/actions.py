@@ -29,6 +29,27 @@ try:
     ENCRYPTION_MASTER_KEYS = keys.parse_master_keyring(_master_keys) if _master_keys else {}
 except ValueError as exc:
     raise ImproperlyConfigured(f"ENCRYPTION_MASTER_KEYS: {exc}") from exc
+# Blind indexes (keyed hashes that equality lookups use instead of encrypted values: order
+# ids of refunds in flight, erased customers' ids, answer-cache keys) have their own keyring,
+# `id=base64,id=base64` (32 bytes each), newest first: new rows use the first, lookups try
+# all, and `manage.py blind_index_rekey` moves stored ones to the first before an old key is
+# dropped. Never derived from DJANGO_SECRET_KEY, so rotating that changes no index.
+# Development reads the random key `manage.py services start` wrote into var/blind-index-keys.
+_blind_index_keys = env.list("BLIND_INDEX_KEYS", default=[])
+if not _blind_index_keys:
+    if not DEV_HTTP:
+        raise ImproperlyConfigured(
+            "BLIND_INDEX_KEYS is not set. Production needs at least one blind-index key, e.g. "
+            '`python -c \'import base64,os; print("b1=" + '
+            "base64.urlsafe_b64encode(os.urandom(32)).decode())'`."
+        )
+    _blind_index_keys = keys.dev_blind_index_keyring_read(VAR_DIR)
+try:
+    BLIND_INDEX_KEYS = (
+        keys.parse_keyring(_blind_index_keys, what="blind-index key") if _blind_index_keys else {}
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(f"BLIND_INDEX_KEYS: {exc}") from exc
 # How long a process keeps using a tenant's active data key before it looks for a newer one.
 ENCRYPTION_ACTIVE_KEY_TTL_S = env.float("ENCRYPTION_ACTIVE_KEY_TTL_S", default=60.0)
 ACTIONS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import timedelta
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -24,8 +25,9 @@ from conversations import customer_data, services, tasks
 from conversations.models import Conversation, Customer, Feedback, Message
 from handoffs import services as handoff_services
 from handoffs.models import InternalNote
+from supportbot import encryption
 from supportbot.errors import NotFound
-from supportbot.models import AuditEvent
+from supportbot.models import AuditEvent, IdempotencyKey
 from supportbot.services import Actor, api_key_create
 from supportbot.tests.factories import MembershipFactory
 
@@ -231,8 +233,8 @@ def test_erasure_whose_connection_is_killed_midway_deletes_nothing(tenant, monke
     dsn = connection.get_connection_params()
     real = customer_data._erase
 
-    def erase_then_die(customers, conversations):
-        counts = real(customers, conversations)  # rows deleted inside the transaction …
+    def erase_then_die(tenant, customers, conversations):
+        counts = real(tenant, customers, conversations)  # rows deleted in the transaction …
         pid = connection.cursor().connection.info.backend_pid
         with psycopg.connect(**dsn, autocommit=True) as admin:  # … then the backend dies
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
@@ -474,3 +476,100 @@ def test_console_agents_and_other_tenants_admins_cannot_export_or_erase(
         assert r.status_code in (302, 403)
     assert Customer.objects.filter(external_id="crm-guarded").exists()
     assert not AuditEvent.objects.filter(action__startswith="customer.").exists()
+
+
+# --------------------------------------------------------------------------- odd external ids
+
+
+ODD_IDS = [
+    "crm/42",
+    "a b",
+    "%2F",  # the literal text: its URL form is %252F
+    "ü/日本/ö",
+    "team/x/export",  # ends like the export route
+    "trailing/",
+    "line\nbreak",
+    "semi;colon?query#frag",
+]
+
+
+@pytest.mark.parametrize("external_id", ODD_IDS)
+def test_any_external_id_the_api_accepted_can_be_exported_and_erased(api_client, external_id):
+    r = api_client.post(
+        "/api/v1/conversations", {"customer": {"external_id": external_id}}, format="json"
+    )
+    assert r.status_code == 201, r.content
+    assert r.json()["customer"]["external_id"] == external_id
+    path = f"/api/v1/customers/{quote(external_id, safe='')}"
+
+    r = api_client.get(f"{path}/export")
+    assert r.status_code == 200, r.content
+    assert r.json()["customer"]["external_id"] == external_id
+
+    r = api_client.delete(path)
+    assert r.status_code == 200, r.content
+    assert r.json()["external_id"] == external_id
+    assert r.json()["erased"]["customers"] == 1
+    assert not Customer.objects.filter(external_id=external_id).exists()
+    assert api_client.delete(path).json()["already_erased"] is True
+
+
+def test_an_id_that_only_looks_like_another_ids_export_path_erases_the_right_customer(
+    api_client,
+):
+    for external_id in ("team", "team/export"):
+        r = api_client.post(
+            "/api/v1/conversations", {"customer": {"external_id": external_id}}, format="json"
+        )
+        assert r.status_code == 201, r.content
+    assert api_client.get("/api/v1/customers/team/export").json()["customer"]["external_id"] == (
+        "team"
+    )
+    r = api_client.delete("/api/v1/customers/team/export")  # the customer "team/export"
+    assert r.status_code == 200, r.content
+    assert r.json()["external_id"] == "team/export"
+    assert list(Customer.objects.values_list("external_id", flat=True)) == ["team"]
+
+
+# --------------------------------------------------------------------------- saved responses
+
+
+def _post_saved(api_client, external_id: str, text: str, key: str):
+    r = api_client.post(
+        "/api/v1/conversations",
+        {"customer": {"external_id": external_id}},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=f"{key}-conv",
+    )
+    assert r.status_code == 201, r.content
+    body = {"client_message_id": "s1", "text": text}
+    path = f"/api/v1/conversations/{r.json()['id']}/messages"
+    r = api_client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY=f"{key}-msg")
+    assert r.status_code == 201, r.content
+    return path, body, r.json()
+
+
+def test_erasure_opens_no_other_customers_saved_response_and_leaves_it_replayable(
+    api_client, tenant, monkeypatch
+):
+    other_path, other_body, other_saved = _post_saved(api_client, "crm-keep", "keep me", "keep")
+    _post_saved(api_client, "crm-gone", f"erase me {marker()}", "gone")
+    opened = []
+    real_unseal = encryption.unseal
+
+    def counting_unseal(value, *, context):
+        if context.startswith("supportbot_idempotencykey."):
+            opened.append(context)
+        return real_unseal(value, context=context)
+
+    monkeypatch.setattr(encryption, "unseal", counting_unseal)
+    erased = api_client.delete("/api/v1/customers/crm-gone").json()["erased"]
+    monkeypatch.setattr(encryption, "unseal", real_unseal)
+
+    assert erased["saved_responses"] == 2
+    assert opened == []  # found by their conversation link, nothing decrypted
+    replay = api_client.post(other_path, other_body, format="json", HTTP_IDEMPOTENCY_KEY="keep-msg")
+    assert replay.status_code == 201, replay.content
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.json() == other_saved
+    assert IdempotencyKey.objects.filter(tenant=tenant).count() == 2

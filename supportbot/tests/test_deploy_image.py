@@ -71,6 +71,7 @@ def test_the_collectstatic_step_of_the_image_works(tmp_path):
         "SUPPORTBOT_VAR_DIR": str(tmp_path),
         "DJANGO_SECRET_KEY": "collectstatic-only-not-a-secret",
         "ENCRYPTION_MASTER_KEYS": "build=" + base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        "BLIND_INDEX_KEYS": "build=" + base64.urlsafe_b64encode(os.urandom(32)).decode(),
         "DATABASE_URL": "postgres://unused@127.0.0.1:1/unused",
         "REDIS_URL": "redis://127.0.0.1:1/0",
     }

@@ -87,6 +87,7 @@ def test_database_url_path_starts_nothing_embedded(service_tmp, monkeypatch):
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
             "ENCRYPTION_MASTER_KEYS": "k1="
             + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+            "BLIND_INDEX_KEYS": "b1=" + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         }
         migrate = subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput"],

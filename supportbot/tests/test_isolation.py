@@ -67,8 +67,8 @@ ROUTE_CASES: dict[str, str] = {
     "api/v1/conversations/<int:conversation_id>/handoffs": "partner",
     "api/v1/conversations/<int:conversation_id>/actions/<int:action_id>/confirm": "partner",
     "api/v1/conversations/<int:conversation_id>/actions/<int:action_id>/cancel": "partner",
-    "api/v1/customers/<str:external_id>": "partner",
-    "api/v1/customers/<str:external_id>/export": "partner",
+    "api/v1/customers/<external_id:external_id>": "partner",
+    "api/v1/customers/<external_id:external_id>/export": "partner",
     "api/v1/messages/<int:message_id>/feedback": "partner",
     "kb/<slug:tenant_slug>/<int:document_id>/": "page",
     "kb/<slug:tenant_slug>/<int:document_id>/v<int:version>/": "page",
@@ -263,7 +263,7 @@ def _snapshot(f) -> tuple:
 def _fill(route: str, f, slug: str) -> str:
     path = route.replace("<slug:tenant_slug>", slug)
     path = re.sub(r"<int:(\w+)>", lambda m: str(f.ids[m.group(1)]), path)
-    path = path.replace("<str:external_id>", f.b_customer_external_id)
+    path = path.replace("<external_id:external_id>", f.b_customer_external_id)
     return "/" + path
 
 

@@ -25,6 +25,7 @@ PRODUCTION = {
     "DJANGO_ALLOWED_HOSTS": "support.example.com",
     "DJANGO_CSRF_TRUSTED_ORIGINS": "https://support.example.com",
     "ENCRYPTION_MASTER_KEYS": "k1=" + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+    "BLIND_INDEX_KEYS": "b1=" + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
 }
 
 
@@ -40,6 +41,7 @@ def run_django(tmp_path, args: list[str], **env: str) -> subprocess.CompletedPro
             "TRUSTED_PROXIES",
             "ACTIONS_ENCRYPTION_KEY",
             "ENCRYPTION_MASTER_KEYS",
+            "BLIND_INDEX_KEYS",
         )
     }
     return subprocess.run(  # noqa: S603 - our own interpreter and manage.py
@@ -118,6 +120,28 @@ def test_settings_refuse_to_load_without_a_master_key_in_production(tmp_path):
     assert r.returncode != 0, r.stdout
     assert "ImproperlyConfigured: ENCRYPTION_MASTER_KEYS is not set" in r.stderr
     assert not (tmp_path / "var" / keys.MASTER_KEY_FILE_NAME).exists()
+
+
+def test_settings_refuse_to_load_without_blind_index_keys_in_production(tmp_path):
+    env = {k: v for k, v in PRODUCTION.items() if k != "BLIND_INDEX_KEYS"}
+    r = run_django(
+        tmp_path, ["manage.py", "check"], **env, DJANGO_SECRET_KEY=secrets.token_urlsafe(64)
+    )
+    assert r.returncode != 0, r.stdout
+    assert "ImproperlyConfigured: BLIND_INDEX_KEYS is not set" in r.stderr
+    assert not (tmp_path / "var" / keys.BLIND_INDEX_KEY_FILE_NAME).exists()
+
+
+@pytest.mark.parametrize("keyring", ["b1", "b1=short", f"b1={'A' * 43},b1={'B' * 43}"])
+def test_a_malformed_blind_index_keyring_stops_the_start(tmp_path, keyring):
+    r = run_django(
+        tmp_path,
+        ["manage.py", "check"],
+        **{**PRODUCTION, "BLIND_INDEX_KEYS": keyring},
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(64),
+    )
+    assert r.returncode != 0
+    assert "ImproperlyConfigured: BLIND_INDEX_KEYS:" in r.stderr
 
 
 @pytest.mark.parametrize(
