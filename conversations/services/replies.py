@@ -10,6 +10,7 @@ from django.utils import timezone
 from conversations.models import Conversation, Message
 from conversations.services.conversations import conversation_summary_due
 from conversations.services.messages import message_announce
+from supportbot.errors import NotFound
 from supportbot.queue import task_enqueue_on_commit
 
 
@@ -67,7 +68,14 @@ def reply_finalize(
     customer_state: str,
     stats: dict[str, Any] | None = None,
 ) -> Message:
-    """Save the final reply text and stats, mark both messages final, announce on commit."""
+    """Save the final reply text and stats, mark both messages final, announce on commit.
+
+    Raise NotFound when the conversation was erased while the reply was being composed: the
+    reply row is locked first, so an erasure either waits for this commit or has already
+    deleted the row (a plain `save()` would then re-insert the reply of an erased customer).
+    """
+    if not Message.objects.select_for_update().filter(pk=reply.pk).exists():
+        raise NotFound("No such conversation.")
     stats = stats or {}
     reply.text = text
     reply.kind = kind

@@ -1,0 +1,380 @@
+"""The marker scan after erasure (issue 34): a verified customer puts unique markers through
+the real paths — partner API, WebSocket chat, handoffs, a refund and its approval, feedback,
+a contact email, an agent's reply and note — then `DELETE /api/v1/customers/{id}` erases
+them, and no marker is left in any table (sealed values opened), the audit API and CSV,
+Redis, or the logs. `marker_scan.py` does the looking."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.db import connections
+from django.test import Client
+from rest_framework.test import APIClient
+
+from actions.models import ActionRequest
+from actions.tests.shop import shop_connect
+from chat.api import messages as messages_api
+from chat.identity import identity_token_make
+from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
+from config.asgi import application
+from conversations import services
+from conversations.models import Customer, Message
+from conversations.tests import marker_scan
+from handoffs.models import Handoff
+from supportbot.models import IdempotencyKey
+from supportbot.tests.factories import MembershipFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+CUSTOMER = "cust-1001"  # the demo order system's customer who owns order A-1042
+ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]
+
+
+@dataclass(frozen=True)
+class Markers:
+    """Unique per run: a card number, an SSN, an email, a name and a bare token."""
+
+    card: str
+    ssn: str
+    email: str
+    name: str
+    token: str
+
+    @classmethod
+    def make(cls) -> Markers:
+        token = secrets.token_hex(6)
+        digits = "".join(secrets.choice("0123456789") for _ in range(12))
+        return cls(
+            card=f"4111 1111 {digits[:4]} {digits[4:8]}",
+            ssn=f"078-05-{digits[8:]}",
+            email=f"erin.{token}@example.org",
+            name=f"Erin Quill{token}",
+            token=token,
+        )
+
+    @property
+    def needles(self) -> list[str]:
+        """Each marker as typed and as digits only (a reformatted copy is a trace too)."""
+        bare = [self.card.replace(" ", ""), self.ssn.replace("-", "")]
+        return [self.card, self.ssn, self.email, self.name, self.token, *bare]
+
+
+@pytest.fixture
+def markers() -> Markers:
+    return Markers.make()
+
+
+@pytest.fixture
+def help_center(tenant):
+    index_document(tenant, "Returns and refunds", RETURNS_MD)
+    index_document(tenant, "Shipping", SHIPPING_MD)
+
+
+@pytest.fixture
+def shop(tenant, orders):
+    return shop_connect(tenant, orders, timeout_seconds=5.0)
+
+
+@pytest.fixture
+def agent_client(agent) -> Client:
+    client = Client()
+    client.force_login(agent)
+    return client
+
+
+@pytest.fixture
+def admin_client(tenant) -> Client:
+    client = Client()
+    client.force_login(MembershipFactory(tenant=tenant, role="admin").user)
+    return client
+
+
+@pytest.fixture
+def all_logs(caplog):
+    """Every record at DEBUG, the loggers that settings quiet included."""
+    caplog.set_level(logging.DEBUG)
+    for name in ("django.db.backends", "httpx", "django.request", "daphne"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    return caplog
+
+
+def post(client, path: str, body: dict, key: str | None = None, expect: int = 201) -> dict:
+    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    r = client.post(path, body, format="json", **headers)
+    assert r.status_code == expect, r.content
+    return r.json()
+
+
+def console_post(client: Client, path: str, body: dict, expect: int = 200) -> dict:
+    r = client.post(path, body, content_type="application/json")
+    assert r.status_code == expect, r.content
+    return r.json()
+
+
+# ----------------------------------------------------------------------------- the paths
+
+
+def partner_conversation(api_client, m: Markers, agent_client) -> int:
+    """Messages, feedback, an explicit handoff with typed text, an agent's reply and note."""
+    conv = post(
+        api_client,
+        "/api/v1/conversations",
+        {"customer": {"external_id": CUSTOMER, "name": m.name, "email": m.email}},
+        key=f"conv-{secrets.token_hex(4)}",
+    )
+    messages = f"/api/v1/conversations/{conv['id']}/messages"
+    post(
+        api_client,
+        messages,
+        {
+            "client_message_id": "p1",
+            "text": f"Hi, I am {m.name}. My card {m.card} and SSN {m.ssn}; write to {m.email}",
+        },
+        key=f"msg-{secrets.token_hex(4)}",
+    )
+    answered = post(
+        api_client, messages, {"client_message_id": "p2", "text": "How long do refunds take?"}
+    )
+    post(
+        api_client,
+        f"/api/v1/messages/{answered['reply']['id']}/feedback",
+        {"rating": "not_helpful", "comment": f"{m.name} here: card {m.card} was never refunded"},
+        expect=200,
+    )
+    handoff = post(
+        api_client,
+        f"/api/v1/conversations/{conv['id']}/handoffs",
+        {"detail": f"Call {m.name} about card {m.card}, SSN {m.ssn}"},
+        key=f"handoff-{secrets.token_hex(4)}",
+    )
+    assert handoff["reason"] == "partner_request"
+    base = f"/console/api/handoffs/{handoff['id']}"
+    console_post(agent_client, f"{base}/claim", {"expected_version": 1})
+    console_post(
+        agent_client, f"{base}/reply", {"text": f"Hi {m.name}, card {m.card} is blocked"}, 201
+    )
+    console_post(
+        agent_client,
+        f"/console/api/conversations/{conv['id']}/notes",
+        {"text": f"{m.name} read out SSN {m.ssn}; contact {m.email}"},
+        201,
+    )
+    return conv["id"]
+
+
+def refund_conversation(api_client, m: Markers, agent_client) -> list[int]:
+    """A refund with a reason, confirmed and executed; a larger one denied with a reason."""
+    conv = post(api_client, "/api/v1/conversations", {"customer": {"external_id": CUSTOMER}})
+    messages = f"/api/v1/conversations/{conv['id']}/messages"
+    actions = f"/api/v1/conversations/{conv['id']}/actions"
+    small = post(
+        api_client,
+        messages,
+        {
+            "client_message_id": "r1",
+            "text": f"Please refund $12 for order A-1042, the zipper broke {m.token}",
+        },
+    )["action"]
+    assert small["needs_confirmation"], small
+    done = post(
+        api_client, f"{actions}/{small['id']}/confirm", {"version": small["version"]}, expect=200
+    )
+    assert done["state"] == "succeeded", done
+    large = post(
+        api_client,
+        messages,
+        {
+            "client_message_id": "r2",
+            "text": f"I need another refund of $60 for A-1042 please, {m.name} card {m.card}",
+        },
+    )["action"]
+    waiting = post(
+        api_client, f"{actions}/{large['id']}/confirm", {"version": large["version"]}, expect=200
+    )
+    assert waiting["state"] == "awaiting_approval", waiting
+    console_post(
+        agent_client,
+        f"/console/api/actions/{large['id']}/decide",
+        {
+            "decision": "deny",
+            "reason": f"{m.name} already got {m.card} refunded",
+            "expected_version": waiting["version"],
+        },
+    )
+    return [small["id"], large["id"]]
+
+
+async def websocket_conversation(tenant, m: Markers) -> int:
+    """Two questions the help center cannot answer (a weak-evidence handoff), then a contact
+    email left on that handoff — all over the chat socket and its Redis channel layer."""
+    token = identity_token_make(tenant=tenant, external_id=CUSTOMER)
+    comm = WebsocketCommunicator(application, "/ws/chat/", headers=ORIGIN)
+    assert (await comm.connect())[0]
+    await comm.send_json_to(
+        {"type": "session.start", "tenant": tenant.slug, "identity_token": token}
+    )
+    ready = await receive_until(comm, "session.ready")
+    questions = [
+        f"What is the capital of Mongolia? {m.name} wants to know",
+        f"Who won the football world cup in 1998? Ask {m.email}",
+    ]
+    completed = []
+    for n, text in enumerate(questions):
+        await comm.send_json_to(
+            {"type": "message.send", "client_message_id": f"w{n}", "text": text}
+        )
+        completed.append(await receive_until(comm, "answer.completed"))
+    assert completed[-1]["kind"] == "handoff", completed
+    await comm.send_json_to({"type": "handoff.contact", "email": m.email})
+    saved = await receive_until(comm, "handoff.contact_saved")
+    assert saved["email"] == m.email
+    await comm.disconnect()
+    return ready["conversation_id"]
+
+
+async def receive_until(comm, event_type: str) -> dict:
+    while True:
+        event = await comm.receive_json_from(timeout=60)
+        assert event["type"] != "error", event
+        if event["type"] == event_type:
+            return event
+
+
+# ----------------------------------------------------------------------------- the scan
+
+
+def scan_everything(m: Markers, *, admin_client, api_client, caplog, offsets) -> marker_scan.Scan:
+    scan = marker_scan.Scan(needles=m.needles)
+    marker_scan.scan_database(scan)
+    assert marker_scan.model_tables() <= scan.tables  # every model's table was looked at
+    scan.look("audit API", _audit_api_pages(api_client))
+    csv = admin_client.get("/console/audit.csv")
+    assert csv.status_code == 200
+    scan.look("audit CSV", b"".join(csv.streaming_content).decode())
+    page = admin_client.get("/console/audit/")
+    assert page.status_code == 200
+    scan.look("audit page", page.content.decode())
+    marker_scan.scan_redis(scan, marker_scan.redis_client())
+    marker_scan.scan_log_records(scan, caplog.records)
+    marker_scan.scan_log_files(scan, offsets)
+    return scan
+
+
+def _audit_api_pages(api_client) -> str:
+    pages, url = [], "/api/v1/audit-events"
+    while url:
+        r = api_client.get(url)
+        assert r.status_code == 200, r.content
+        pages.append(r.content.decode())
+        url = r.json()["next"]
+    return "\n".join(pages)
+
+
+def test_after_erasure_no_marker_is_left_in_tables_audit_redis_or_logs(
+    tenant, api_client, agent_client, admin_client, help_center, shop, markers, all_logs
+):
+    m = markers
+    offsets = marker_scan.log_offsets()
+    socket_id = async_to_sync(websocket_conversation)(tenant, m)  # the customer's first
+    partner_id = partner_conversation(api_client, m, agent_client)
+    action_ids = refund_conversation(api_client, m, agent_client)
+
+    weak = Handoff.objects.get(conversation_id=socket_id)
+    assert (weak.reason, weak.customer_email) == ("weak_evidence", m.email)
+    assert m.email in weak.reason_detail or m.name in weak.reason_detail  # the question
+    assert shop.refund_posts() == 1
+
+    # The scan sees what is there: before the erasure every marker is found, sealed.
+    before = scan_everything(
+        m, admin_client=admin_client, api_client=api_client, caplog=all_logs, offsets=offsets
+    )
+    opened = {needle for where, needle in before.findings if where.endswith("(decrypted)")}
+    assert {m.card, m.ssn, m.email, m.name} <= opened
+    assert before.opened > 0
+    assert before.unopened == []
+
+    r = api_client.delete(f"/api/v1/customers/{CUSTOMER}")
+    assert r.status_code == 200, r.content
+    erased = r.json()["erased"]
+    assert (erased["conversations"], erased["handoffs"], erased["actions"]) == (3, 3, 2)
+    assert not Customer.objects.filter(external_id=CUSTOMER).exists()
+    assert not Message.objects.filter(conversation_id__in=[partner_id, socket_id]).exists()
+    assert not ActionRequest.objects.filter(pk__in=action_ids).exists()
+
+    after = scan_everything(
+        m, admin_client=admin_client, api_client=api_client, caplog=all_logs, offsets=offsets
+    )
+    assert after.findings == []
+    assert after.unopened == []
+
+
+# ----------------------------------------------------------------------------- the race
+
+
+@pytest.mark.parametrize("seam", ["before_save", "before_reply"])
+def test_a_message_post_in_flight_when_the_erasure_commits_saves_nothing(
+    tenant, api_client, help_center, markers, monkeypatch, seam
+):
+    """The POST has found the conversation (and, with `before_reply`, saved the message and
+    started answering) when the erasure commits; it then leaves no row and no marker."""
+    m = markers
+    conv = post(
+        api_client,
+        "/api/v1/conversations",
+        {"customer": {"external_id": "crm-race", "name": m.name}},
+    )
+    in_flight, erased = threading.Event(), threading.Event()
+
+    def hold(real):
+        def held(*args, **kwargs):
+            in_flight.set()
+            assert erased.wait(60), "the erasure never committed"
+            return real(*args, **kwargs)
+
+        return held
+
+    if seam == "before_save":
+        monkeypatch.setattr(
+            messages_api.limits, "message_enforce", hold(messages_api.limits.message_enforce)
+        )
+    else:
+        monkeypatch.setattr(services, "reply_finalize", hold(services.reply_finalize))
+
+    result: dict = {}
+
+    def send() -> None:
+        client = APIClient(raise_request_exception=False)  # a 500 is an answer to assert on
+        client.credentials(HTTP_AUTHORIZATION=api_client._credentials["HTTP_AUTHORIZATION"])
+        try:
+            result["response"] = client.post(
+                f"/api/v1/conversations/{conv['id']}/messages",
+                {"client_message_id": "late", "text": f"card {m.card}, SSN {m.ssn}"},
+                format="json",
+                HTTP_IDEMPOTENCY_KEY=f"late-{secrets.token_hex(4)}",
+            )
+        finally:
+            connections.close_all()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    assert in_flight.wait(60), "the POST never got under way"
+    r = api_client.delete("/api/v1/customers/crm-race")
+    erased.set()
+    sender.join(60)
+    assert not sender.is_alive()
+    assert r.status_code == 200, r.content
+
+    assert result["response"].status_code == 404, result["response"].content
+    assert not Message.objects.filter(conversation_id=conv["id"]).exists()
+    assert not IdempotencyKey.objects.filter(tenant=tenant).exists()
+    scan = marker_scan.Scan(needles=m.needles)
+    marker_scan.scan_database(scan)
+    marker_scan.scan_redis(scan, marker_scan.redis_client())
+    assert scan.findings == []
