@@ -6,10 +6,12 @@ Redis, or the logs. `marker_scan.py` does the looking."""
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
+import string
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -28,6 +30,7 @@ from conversations import services
 from conversations.models import Customer, Message
 from conversations.tests import marker_scan
 from handoffs.models import Handoff
+from inference import gateway
 from supportbot.models import IdempotencyKey
 from supportbot.tests.factories import MembershipFactory
 
@@ -49,7 +52,7 @@ class Markers:
 
     @classmethod
     def make(cls) -> Markers:
-        token = secrets.token_hex(6)
+        token = "".join(secrets.choice(string.ascii_lowercase) for _ in range(12))  # no digits
         digits = "".join(secrets.choice("0123456789") for _ in range(12))
         return cls(
             card=f"4111 1111 {digits[:4]} {digits[4:8]}",
@@ -313,6 +316,42 @@ def test_after_erasure_no_marker_is_left_in_tables_audit_redis_or_logs(
     )
     assert after.findings == []
     assert after.unopened == []
+
+
+def test_a_model_proposal_that_quotes_the_customer_leaves_no_trace_after_erasure(
+    tenant, api_client, shop, markers, monkeypatch, all_logs
+):
+    """The model copies the customer's words into its refund `reason` with an amount they
+    never wrote: the proposal is ignored, and neither the log line saying so nor anything
+    else keeps those words once the customer is erased."""
+    m = markers
+
+    async def model_copies_the_customer(**kwargs):
+        said = kwargs["messages"][-1]["content"]
+        return gateway.ChatResult(
+            text=json.dumps(
+                {"tool": "request_refund", "order_id": "A-1042", "amount": 1042, "reason": said}
+            ),
+            **dict.fromkeys(f.name for f in fields(gateway.ChatResult) if f.name != "text"),
+        )
+
+    monkeypatch.setattr(gateway, "gateway_available", lambda: True)
+    monkeypatch.setattr(gateway, "complete", model_copies_the_customer)
+    conv = post(api_client, "/api/v1/conversations", {"customer": {"external_id": CUSTOMER}})
+    sent = post(
+        api_client,
+        f"/api/v1/conversations/{conv['id']}/messages",
+        {"client_message_id": "x1", "text": f"refund A-1042 please, this is {m.name}"},
+    )
+    assert "tell me the amount" in sent["reply"]["text"]  # the model's proposal was ignored
+    assert not ActionRequest.objects.filter(tool="request_refund").exists()
+    assert any("not grounded" in r.getMessage() for r in all_logs.records)
+    assert api_client.delete(f"/api/v1/customers/{CUSTOMER}").status_code == 200
+
+    scan = marker_scan.Scan(needles=m.needles)
+    marker_scan.scan_database(scan)
+    assert marker_scan.scan_log_records(scan, all_logs.records) > 0
+    assert scan.findings == []
 
 
 # ----------------------------------------------------------------------------- the race
