@@ -8,22 +8,26 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import secrets
 import string
 import threading
 from dataclasses import dataclass, fields
 
+import msgpack
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import Client
+from django_q.signing import SignedPackage
 from rest_framework.test import APIClient
 
 from actions.models import ActionRequest
 from actions.tests.shop import shop_connect
 from chat.api import messages as messages_api
 from chat.identity import identity_token_make
+from chat.orchestrator.answer_cache import CACHE_CONTEXT
 from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
 from config.asgi import application
 from conversations import services
@@ -31,6 +35,7 @@ from conversations.models import Customer, Message
 from conversations.tests import marker_scan
 from handoffs.models import Handoff
 from inference import gateway
+from supportbot import encryption
 from supportbot.models import IdempotencyKey
 from supportbot.tests.factories import MembershipFactory
 
@@ -119,6 +124,41 @@ def console_post(client: Client, path: str, body: dict, expect: int = 200) -> di
     r = client.post(path, body, content_type="application/json")
     assert r.status_code == expect, r.content
     return r.json()
+
+
+def test_the_scan_finds_a_marker_in_every_form_the_product_stores(tenant, markers, caplog):
+    """The scan is not blind: plaintext and sealed columns, pickled cache values, msgpack
+    channel-layer messages, django-q2 packages and log records are all read."""
+    m = markers
+    services.customer_get_or_create_verified(tenant=tenant, external_id="scan", name=m.name)
+    tenant.name = f"Tenant {m.email}"
+    tenant.save(update_fields=["name"])
+    client = marker_scan.redis_client()
+    sealed = encryption.seal(tenant_id=tenant.pk, plaintext=m.ssn, context=CACHE_CONTEXT)
+    forms = {
+        f"scan:{m.token}:sealed": str(sealed).encode(),
+        f"scan:{m.token}:pickle": pickle.dumps({"card": m.card}),
+        f"scan:{m.token}:msgpack": msgpack.packb({"text": m.card.replace(" ", "")}),
+        f"scan:{m.token}:q2": SignedPackage.dumps({"kwargs": {"n": m.ssn}}).encode(),
+    }
+    try:
+        for key, value in forms.items():
+            client.set(key, value)
+        logging.getLogger("supportbot.test").info("said %s", m.name)
+        scan = marker_scan.Scan(needles=m.needles)
+        marker_scan.scan_database(scan)
+        marker_scan.scan_redis(scan, client)
+        marker_scan.scan_log_records(scan, caplog.records)
+    finally:
+        client.delete(*forms)
+    found = {(where.split(" ")[0], needle) for where, needle in scan.findings}
+    assert ("public.conversations_customer.name", m.name) in found  # opened
+    assert ("public.supportbot_tenant.name", m.email) in found
+    hits = {where for where, _ in scan.findings}
+    for key in forms:  # found in what the value decodes to, not only in its raw bytes
+        view = "(decrypted)" if key.endswith("sealed") else "(decoded)"
+        assert any(key in where and where.endswith(view) for where in hits), (key, hits)
+    assert any(where.startswith("log supportbot.test") for where in hits)
 
 
 # ----------------------------------------------------------------------------- the paths
