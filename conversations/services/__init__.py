@@ -32,9 +32,11 @@ from conversations.services.messages import (
     message_set_state,
 )
 from conversations.services.replies import (
+    conversation_while_bot_owns,
     reply_finalize,
     reply_reserve,
     reply_reserve_or_take_over,
+    reply_withdraw,
 )
 
 __all__ = [
@@ -57,7 +59,9 @@ __all__ = [
     "message_post",
     "message_receive",
     "message_set_state",
+    "conversation_while_bot_owns",
     "reply_finalize",
     "reply_reserve",
     "reply_reserve_or_take_over",
+    "reply_withdraw",
 ]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from conversations.models import Conversation, Message
@@ -96,3 +98,35 @@ def reply_finalize(
         conversation_id = reply.conversation_id
         task_enqueue_on_commit("conversations.tasks.conversation_summarize_task", conversation_id)
     return reply
+
+
+@contextlib.contextmanager
+def conversation_while_bot_owns(*, conversation_id: int) -> Iterator[bool]:
+    """Hold who owns the conversation fixed for the block; yield whether the bot owns it.
+
+    The row is read FOR KEY SHARE: an agent's claim (`conversation_set_owner`, FOR UPDATE)
+    waits until the block ends, and its `conversation.owner` event is sent on its commit, so
+    whatever the bot sends inside the block reaches every client before the agent's takeover.
+    Once an agent owns the conversation, the block yields False: send nothing.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT owner FROM conversations_conversation WHERE id = %s FOR KEY SHARE",
+                [conversation_id],
+            )
+            row = cursor.fetchone()
+        yield row is not None and row[0] == Conversation.Owner.BOT
+
+
+@transaction.atomic
+def reply_withdraw(*, reply: Message) -> None:
+    """Drop a reply that an agent's takeover interrupted before any of its words were sent.
+
+    The customer message is marked handed off (the agent answers it; the reply sweeper never
+    re-drives it, even after the conversation goes back to the bot).
+    """
+    Message.objects.filter(pk=reply.pk, state=Message.State.STREAMING).delete()
+    Message.objects.filter(pk=reply.reply_to_id).update(
+        state=Message.State.HANDED_OFF, updated_at=timezone.now()
+    )
