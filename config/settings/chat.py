@@ -18,6 +18,10 @@ ORCHESTRATOR_MAX_CONCURRENT_TURNS = env.int("ORCHESTRATOR_MAX_CONCURRENT_TURNS",
 # Of those, at most this many for one tenant (0: half of them), so a tenant whose order
 # system hangs never holds every slot.
 ORCHESTRATOR_MAX_TURNS_PER_TENANT = env.int("ORCHESTRATOR_MAX_TURNS_PER_TENANT", default=0)
+# Slots kept for tenants with no turn running (-1: a quarter of the slots, at least 1): busy
+# tenants together leave them free, so two tenants can never hold every slot and a third
+# tenant's turn still runs at once.
+ORCHESTRATOR_TURN_SLOTS_RESERVED = env.int("ORCHESTRATOR_TURN_SLOTS_RESERVED", default=-1)
 # Threads of the per-process executor for CPU work of turns (embedding, verification) and the
 # size of the process's cache of split passages.
 ORCHESTRATOR_CPU_WORKERS = max(1, env.int("ORCHESTRATOR_CPU_WORKERS", default=os.cpu_count() or 2))
