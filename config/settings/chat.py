@@ -12,6 +12,9 @@ ANSWER_FIRST_WORDS_BUDGET_S = env.float("ANSWER_FIRST_WORDS_BUDGET_S", default=0
 # A reply left unfinished this long (its process died) is taken over; the sweeper answers
 # acknowledged messages whose reply is missing or stuck past it.
 ANSWER_STALE_AFTER_S = env.float("ANSWER_STALE_AFTER_S", default=90.0)
+# A message whose turn raised or whose process died is re-driven by the reply sweeper at most
+# this many times; then it ends `failed` and the customer is told so.
+ANSWER_MAX_REDRIVE_ATTEMPTS = env.int("ANSWER_MAX_REDRIVE_ATTEMPTS", default=3)
 # Turns answered at once by one web process (each holds a thread and a database connection
 # while it runs); more wait their turn.
 ORCHESTRATOR_MAX_CONCURRENT_TURNS = env.int("ORCHESTRATOR_MAX_CONCURRENT_TURNS", default=12)

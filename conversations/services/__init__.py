@@ -32,6 +32,8 @@ from conversations.services.messages import (
     message_set_state,
 )
 from conversations.services.replies import (
+    message_redrive_count,
+    reply_fail,
     reply_finalize,
     reply_reserve,
     reply_reserve_or_take_over,
@@ -57,6 +59,8 @@ __all__ = [
     "message_post",
     "message_receive",
     "message_set_state",
+    "message_redrive_count",
+    "reply_fail",
     "reply_finalize",
     "reply_reserve",
     "reply_reserve_or_take_over",
