@@ -97,13 +97,13 @@ def idempotency_begin(
     fingerprint = request_fingerprint(request)
     now = timezone.now()
     IdempotencyKey.objects.filter(tenant=tenant, created_at__lt=now - KEEP).delete()
-    scope = {"tenant": tenant, "api_key": api_key} if api_key else {"tenant": tenant}
-    mine = IdempotencyKey.objects.filter(**scope, api_key__isnull=api_key is None)
+    mine = IdempotencyKey.objects.filter(tenant=tenant, api_key=api_key)  # None: IS NULL
     for _ in range(2):
         try:
             with transaction.atomic():
                 return IdempotencyKey.objects.create(
-                    **scope,
+                    tenant=tenant,
+                    api_key=api_key,
                     key=key,
                     method=request.method,
                     path=request.path[:300],
