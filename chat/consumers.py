@@ -29,6 +29,7 @@ from django.db import close_old_connections
 from chat import chat_sessions, limits, orchestrator
 from conversations import events, selectors, services
 from handoffs import services as handoff_services
+from supportbot import input_guard
 from supportbot.errors import ApplicationError, RateLimited
 from supportbot.observability import context, tracing
 
@@ -76,9 +77,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             await self.send_error("bad_event", "Events need a string 'type'.", field="type")
             return
-        nul_field = _nul_field(event)
-        if nul_field is not None:
-            await self.send_error("invalid", "Null characters are not allowed.", field=nul_field)
+        bad_field = input_guard.unstorable_field(event)
+        if bad_field is not None:  # a NUL or a lone surrogate ("\ud800"): no text can hold it
+            sent_id = event.get("client_message_id") if event["type"] == "message.send" else None
+            await self.send_error(
+                "invalid",
+                input_guard.UNSTORABLE_DETAIL,
+                field=bad_field,
+                ref=event.get("ref"),
+                client_message_id=sent_id if isinstance(sent_id, str) else None,
+            )
             return
         name = self.HANDLERS.get(event["type"])
         handler = getattr(self, name) if name else None
@@ -319,17 +327,3 @@ class ChatConsumer(AsyncWebsocketConsumer):
         event = events.for_customer(group_message, self.channel_name)
         if event is not None:
             await self.emit(event)
-
-
-def _nul_field(event: dict) -> str | None:
-    """The first key whose value holds a NUL character (PostgreSQL text cannot store one)."""
-    stack: list[tuple[str, object]] = list(event.items())
-    while stack:
-        key, value = stack.pop()
-        if "\x00" in key or (isinstance(value, str) and "\x00" in value):
-            return key.replace("\x00", "")
-        if isinstance(value, dict):
-            stack.extend((f"{key}.{k}", v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((key, v) for v in value)
-    return None

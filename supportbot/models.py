@@ -192,14 +192,20 @@ class AuditEvent(models.Model):
 
 class IdempotencyKey(models.Model):
     """A partner POST's `Idempotency-Key` and the response it produced (Stripe's semantics):
-    the same key with the same body replays the saved response; with a different body it is
-    a 422; while the first request runs, a repeat gets a 409."""
+    the same key with the same request replays the saved response; with a different request
+    it is a 422; while the first request runs, a repeat gets a 409. Keys belong to the API
+    key that sent them: another key of the same tenant has keys of its own (and never sees
+    this key's saved response)."""
 
     class State(models.TextChoices):
         IN_PROGRESS = "in_progress"
         DONE = "done"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # The partner key that sent it (null: a caller without one, scoped by tenant).
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     key = models.CharField(max_length=255)
     method = models.CharField(max_length=10)
     path = models.CharField(max_length=300)
@@ -216,7 +222,16 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+            models.UniqueConstraint(
+                fields=["api_key", "key"],
+                condition=Q(api_key__isnull=False),
+                name="idempotency_unique_key_per_api_key",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "key"],
+                condition=Q(api_key__isnull=True),
+                name="idempotency_unique_key_without_api_key",
+            ),
         ]
         indexes = [
             models.Index(fields=["created_at"], name="idempotency_created"),

@@ -74,6 +74,25 @@ async def test_too_deep_or_nul_events_get_error_events_and_the_socket_stays_up(t
     await comm.disconnect()
 
 
+async def test_a_lone_surrogate_in_a_message_gets_an_invalid_error_and_nothing_is_saved(
+    tenant, local_cache
+):
+    comm = await connect()
+    await start(comm, tenant.slug)
+    await comm.send_to(  # "\\ud800": valid JSON, but no UTF-8 text can hold it
+        text_data='{"type": "message.send", "client_message_id": "s1", "text": "hi \\ud800"}'
+    )
+    error = await comm.receive_json_from()
+    assert (error["type"], error["code"], error["field"]) == ("error", "invalid", "text")
+    assert error["client_message_id"] == "s1"
+    assert "surrogate" in error["detail"]
+    await comm.send_json_to({"type": "ping"})
+    assert (await comm.receive_json_from())["type"] == "pong"
+    saved = await database_sync_to_async(Message.objects.filter(tenant=tenant).count)()
+    assert saved == 0
+    await comm.disconnect()
+
+
 async def test_malformed_events_get_error_events_and_the_socket_stays_up(tenant, local_cache):
     comm = await connect()
     await comm.send_to(text_data="{not json")

@@ -33,6 +33,8 @@ from conversations.services.messages import (
 )
 from conversations.services.replies import (
     conversation_while_bot_owns,
+    message_redrive_count,
+    reply_fail,
     reply_finalize,
     reply_reserve,
     reply_reserve_or_take_over,
@@ -60,6 +62,8 @@ __all__ = [
     "message_receive",
     "message_set_state",
     "conversation_while_bot_owns",
+    "message_redrive_count",
+    "reply_fail",
     "reply_finalize",
     "reply_reserve",
     "reply_reserve_or_take_over",
