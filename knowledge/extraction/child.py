@@ -15,6 +15,8 @@ from knowledge.extraction import ExtractionError, extract
 from knowledge.extraction.sandbox import Request
 
 MAX_HEADER = 4096
+# An error raised with the address space this close to its limit is the limit's doing.
+NEAR_LIMIT = 0.9
 
 
 def _limits_set(request: Request) -> None:
@@ -61,6 +63,10 @@ def main() -> None:
     except RecursionError:
         _answer({"ok": False, "reason": "extraction", "error": "The file nests too deeply."})
     except Exception as exc:  # a parser's bug on hostile input: the document's error
+        if _peak_bytes() >= NEAR_LIMIT * request.memory_bytes:
+            # C parsers report a failed allocation their own way (lxml: "unknown error").
+            _answer({"ok": False, "reason": "memory"})
+            return
         error = f"Extraction failed ({type(exc).__name__}): {str(exc)[:500]}".rstrip(": ")
         _answer({"ok": False, "reason": "extraction", "error": error})
 

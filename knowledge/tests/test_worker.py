@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django_q.conf import Conf
+from django_q.models import Task
 from rest_framework.test import APIClient
 
 from knowledge import services
@@ -198,7 +199,7 @@ POISON_UPLOADS = {
     "image-bomb.pdf": (poison.image_bomb_pdf, "100,000 x 100,000 pixels"),
     "deep.html": (lambda: poison.nested_divs_html(20_000), "too deeply nested"),
     "tiny-elements.html": (lambda: poison.tiny_elements_html(4 * MIB), "memory limit"),
-    "slow.md": (lambda: poison.slow_markdown(2 * MIB), "it took longer than 3 s"),
+    "slow.md": (lambda: poison.slow_markdown(2 * MIB), "it took longer than 5 s"),
     "one-line.txt": (lambda: poison.single_line_text(MIB), "a line longer than"),
 }
 
@@ -210,8 +211,8 @@ POISON_UPLOADS = {
     [
         {
             "Q_WORKERS": "2",
-            "KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS": "3",
-            "KNOWLEDGE_EXTRACT_MEMORY_MB": "256",
+            "KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS": "5",
+            "KNOWLEDGE_EXTRACT_MEMORY_MB": "160",
             "INDEXING_SLOTS_PER_TENANT": "1",
         }
     ],
@@ -221,10 +222,12 @@ def test_a_tenants_poison_uploads_all_fail_with_reasons_while_another_tenant_ind
     api_client, tenant, other_tenant, qcluster, shipping_html
 ):
     """Tenant A's bombs take one worker at a time (its slot); tenant B's upload, made after
-    all of them, is indexed by the other worker while most of A's still wait, pending."""
-    poison_ids = {
-        name: _upload(api_client, name, make()) for name, (make, _) in POISON_UPLOADS.items()
-    }
+    all of them, is indexed by the other worker while A's still wait, pending: several of A's
+    documents end after B's is ready (without slots both workers take A's in upload order and
+    B's comes last)."""
+    uploads = {name: make() for name, (make, _) in POISON_UPLOADS.items()}
+    uploads |= {f"slow-{n}.md": poison.slow_markdown(MIB) for n in range(4)}
+    poison_ids = {name: _upload(api_client, name, data) for name, data in uploads.items()}
     # A gzip inside a gzip is refused at upload: .gz is the one archive format accepted.
     r = api_client.post(
         "/api/v1/knowledge-documents",
@@ -243,12 +246,19 @@ def test_a_tenants_poison_uploads_all_fail_with_reasons_while_another_tenant_ind
     other_id = _upload(other_client, "shipping.html", shipping_html, "text/html")
     other = _wait_ready(other_client, other_id, qcluster)
     assert other["status"] == "ready", other["error"]
-    waiting = Document.objects.filter(pk__in=poison_ids.values(), status="pending").count()
-    assert waiting >= 2, "tenant A held the workers until tenant B's upload got one"
 
     for name, document_id in poison_ids.items():
         body = _wait_ready(api_client, document_id, qcluster)
         assert body["status"] == "failed", (name, body)
-        assert POISON_UPLOADS[name][1] in body["error"], (name, body["error"])
+        reason = POISON_UPLOADS[name][1] if name in POISON_UPLOADS else "took longer than 5 s"
+        assert reason in body["error"], (name, body["error"])
+    # q2's own records: B's document was indexed by a task that started before most of A's
+    # documents were (their first tasks found the slot taken and returned at once).
+    runs = [t for t in Task.objects.filter(func=services.INDEX_TASK) if t.result != "pending"]
+    started = {t.args[0]: t.started for t in runs}
+    after_b = [n for n, pk in poison_ids.items() if started[pk] > started[other_id]]
+    assert len(after_b) >= 2, (
+        f"tenant A held both workers until tenant B's upload got one: {started}"
+    )
     assert not Chunk.objects.filter(document_id__in=poison_ids.values()).exists()
     assert qcluster.poll() is None  # the workers lived through every bomb
