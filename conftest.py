@@ -20,8 +20,8 @@ except ImportError:  # optional locally; required in CI (see `browser`)
 
 from demo.orders import testing as order_testing
 from inference.pool import Pool, set_pool
-from knowledge.extraction import sandbox
 from inference.tests.engine import ENGINE_SETTINGS, engine_available, engine_start
+from knowledge.extraction import sandbox
 from supportbot import ratelimit
 from supportbot.services import api_key_create
 from supportbot.tests import stack
