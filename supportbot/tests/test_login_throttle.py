@@ -40,7 +40,7 @@ def test_failed_logins_lock_the_name_with_429_and_retry_after(page, user, strict
 def test_lock_doubles_with_each_further_failure(user, strict_limits, settings):
     strict_limits(login_user="1/900")
     settings.LOGIN_LOCKOUT_BASE_S = 10
-    key = (user.username.lower(),)
+    key = (user.username.lower(), "127.0.0.1")
     client = Client()
     client.post("/console/login/", {"username": user.username, "password": "a"})
     client.post("/console/login/", {"username": user.username, "password": "b"})  # 2nd: lock
