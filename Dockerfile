@@ -34,7 +34,7 @@ RUN pip install --no-deps .
 FROM build AS static
 # collectstatic only reads files: throwaway keys and unused URLs keep settings from
 # starting anything embedded. Nothing here reaches the runtime image but the files.
-RUN SUPPORTBOT_VAR_DIR=/tmp/var \
+RUN SUPPORTBOT_ENV=production SUPPORTBOT_VAR_DIR=/tmp/var \
     DJANGO_SECRET_KEY=collectstatic-only-not-a-secret \
     ENCRYPTION_MASTER_KEYS="build=$(python -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" \
     DATABASE_URL=postgres://unused@127.0.0.1:1/unused \
@@ -48,6 +48,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     SUPPORTBOT_VAR_DIR=/app/var \
+    SUPPORTBOT_ENV=production \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1
 RUN apt-get update \

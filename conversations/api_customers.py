@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -41,6 +43,7 @@ class CustomerEraseApi(APIView):
         return Response(self.OutputSerializer(result).data)
 
 
+@method_decorator(never_cache, name="dispatch")  # personal data: no cache may keep a copy
 class CustomerExportApi(APIView):
     class OutputSerializer(serializers.Serializer):
         customer = serializers.DictField()
