@@ -80,6 +80,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         origin = self._origin()
         if not await database_sync_to_async(chat_sessions.chat_origin_may_connect)(origin=origin):
             logger.info("chat socket refused: origin %r is allowed by no tenant", origin)
+            self._release()  # now: a refused handshake may never see a disconnect event
             await self.close(code=CLOSE_ORIGIN_NOT_ALLOWED)
             return
         await self.accept()
@@ -95,10 +96,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send_error("session_timeout", "No session.start in time; reconnect.")
         await self.close(code=CLOSE_SESSION_TIMEOUT)
 
-    async def disconnect(self, code: int) -> None:
+    def _release(self) -> None:
+        """Give the socket's place in its address's count back (once)."""
         if self.counted:
             self.counted = False
             chat_sockets.release(self.address)
+
+    async def disconnect(self, code: int) -> None:
+        self._release()
         if self.session_deadline is not None:
             self.session_deadline.cancel()
         if self.identity_watch is not None:
