@@ -78,7 +78,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 return
             self.counted = True
         origin = self._origin()
-        if not await database_sync_to_async(chat_sessions.chat_origin_may_connect)(origin=origin):
+        try:
+            allowed = await database_sync_to_async(chat_sessions.chat_origin_may_connect)(
+                origin=origin
+            )
+        except BaseException:
+            self._release()  # the database failed us: the handshake fails, its place is free
+            raise
+        if not allowed:
             logger.info("chat socket refused: origin %r is allowed by no tenant", origin)
             self._release()  # now: a refused handshake may never see a disconnect event
             await self.close(code=CLOSE_ORIGIN_NOT_ALLOWED)
