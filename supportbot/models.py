@@ -270,3 +270,25 @@ class DataKey(models.Model):
 
     def __str__(self) -> str:
         return f"data key {self.key_id} of {self.tenant_id} ({self.state})"
+
+
+class LoginFailure(models.Model):
+    """A wrong password for an existing account, shown to its owner on the console home page.
+
+    The address is kept truncated (IPv4 /24, IPv6 /48, `docs/data-protection.md`): enough for
+    the owner to tell their office from a stranger, not enough to identify a person. Rows older
+    than `LOGIN_FAILURE_RETENTION_DAYS` are deleted as new ones are written.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="login_failures"
+    )
+    network = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="loginfailure_user_time")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.user_id} from {self.network}"

@@ -30,5 +30,13 @@ ORCHESTRATOR_TURN_SLOTS_RESERVED = env.int("ORCHESTRATOR_TURN_SLOTS_RESERVED", d
 ORCHESTRATOR_CPU_WORKERS = max(1, env.int("ORCHESTRATOR_CPU_WORKERS", default=os.cpu_count() or 2))
 ORCHESTRATOR_SENTENCE_CACHE_ENTRIES = env.int("ORCHESTRATOR_SENTENCE_CACHE_ENTRIES", default=20000)
 
+# --------------------------------------------------------------------------- chat sockets
+# Chat sockets one client address may hold open on one web process (0: no cap); past it the
+# handshake is refused (chat/sockets.py).
+CHAT_SOCKETS_PER_IP = env.int("CHAT_SOCKETS_PER_IP", default=100)
+# A chat socket without a successful session.start this many seconds after it opened is
+# closed (code 4408).
+CHAT_SESSION_START_TIMEOUT_S = env.float("CHAT_SESSION_START_TIMEOUT_S", default=10.0)
+
 # --------------------------------------------------------------------------- handoffs
 HANDOFF_ESCALATE_AFTER_SECONDS = env.int("HANDOFF_ESCALATE_AFTER_SECONDS", default=300)
