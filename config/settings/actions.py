@@ -37,7 +37,7 @@ except ValueError as exc:
 # Development reads the random key `manage.py services start` wrote into var/blind-index-keys.
 _blind_index_keys = env.list("BLIND_INDEX_KEYS", default=[])
 if not _blind_index_keys:
-    if not DEV_HTTP:
+    if PRODUCTION:
         raise ImproperlyConfigured(
             "BLIND_INDEX_KEYS is not set. Production needs at least one blind-index key, e.g. "
             '`python -c \'import base64,os; print("b1=" + '
