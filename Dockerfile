@@ -34,7 +34,7 @@ RUN pip install --no-deps .
 FROM build AS static
 # collectstatic only reads files: throwaway keys and unused URLs keep settings from
 # starting anything embedded. Nothing here reaches the runtime image but the files.
-RUN SUPPORTBOT_VAR_DIR=/tmp/var \
+RUN SUPPORTBOT_ENV=production SUPPORTBOT_VAR_DIR=/tmp/var \
     DJANGO_SECRET_KEY=collectstatic-only-not-a-secret \
     ENCRYPTION_MASTER_KEYS="build=$(python -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" \
     BLIND_INDEX_KEYS="build=$(python -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" \
@@ -49,6 +49,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     SUPPORTBOT_VAR_DIR=/app/var \
+    SUPPORTBOT_ENV=production \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1
 RUN apt-get update \

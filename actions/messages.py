@@ -149,6 +149,14 @@ def customer_text(action: ActionRequest) -> str:
     return _refund_progress(action)
 
 
+def confirm_prompt(action: ActionRequest) -> str:
+    """The question back when the customer acknowledged a card without an explicit yes."""
+    return (
+        f"Nothing has been requested yet. To go ahead with the {_what(action)}, press Confirm "
+        'on the card or reply "yes"; reply "no" to cancel it.'
+    )
+
+
 def _withdrawn(action: ActionRequest) -> str:
     """A proposal nobody confirmed: cancelled (or a duplicate) or expired."""
     if action.state == State.CANCELLED:

@@ -156,29 +156,43 @@ def action_load(*, action_id: int) -> ActionRequest:
     return action
 
 
-def proposal_answered_by(*, message) -> ActionRequest | None:
-    """The proposal card a customer message answers: the newest open card of the
-    conversation, when `message` is the customer's first message after that card."""
-    card = (
-        ActionRequest.objects.select_related("tenant")
-        .filter(
-            conversation_id=message.conversation_id,
-            state=ActionRequest.State.AWAITING_CONFIRMATION,
-            proposal_message_id__isnull=False,
-            proposal_message_id__lt=message.pk,
-        )
-        .order_by("-proposal_message_id")
+def proposal_answered_by(*, conversation, message) -> ActionRequest | None:
+    """The proposal card a typed answer (`message`) answers: the card shown by the message
+    right before it in its conversation, when that card is this customer's.
+
+    Nothing may stand in between: another customer message, a bot answer, a system notice (a
+    queue position, another card's outcome) or an agent's message each mean the customer's
+    words answer that, not the card. Every showing counts, in whichever of the customer's
+    conversations it was shown (the same refund asked again elsewhere shows the same card).
+    The card is returned in any state: a re-driven "yes" whose first run confirmed it before
+    the process died finds it answered already.
+    """
+    previous = (
+        Message.objects.filter(conversation_id=conversation.pk, pk__lt=message.pk)
+        .order_by("-pk")
+        .values("role", "meta")
         .first()
     )
-    if card is None:
+    if previous is None or previous["role"] != Message.Role.BOT:
         return None
-    between = Message.objects.filter(
-        conversation_id=message.conversation_id,
-        role=Message.Role.CUSTOMER,
-        pk__gt=card.proposal_message_id,
-        pk__lt=message.pk,
+    shown = previous["meta"] or {}
+    action_id = shown.get("action_id")
+    if (
+        shown.get("action_state") != ActionRequest.State.AWAITING_CONFIRMATION
+        or not isinstance(action_id, int)
+        or isinstance(action_id, bool)
+    ):
+        return None
+    return (
+        ActionRequest.objects.select_related("tenant")
+        .filter(
+            pk=action_id,
+            tenant_id=conversation.tenant_id,
+            customer_id=conversation.customer_id,
+            tool__in=WRITE_TOOLS,
+        )
+        .first()
     )
-    return None if between.exists() else card
 
 
 def action_cards_for_conversation(*, conversation_id: int) -> list[dict[str, Any]]:

@@ -81,6 +81,12 @@ def chat_session_start(
     }
 
 
+def chat_origin_may_connect(*, origin: str | None) -> bool:
+    """May a page at `origin` open the chat socket? Checked before the handshake is accepted:
+    a page of this product or one some tenant allows (`session.start` checks its tenant)."""
+    return tenancy.origin_allowed_by_any_tenant(origin=origin)
+
+
 def _tenant_for(payload: dict[str, Any], *, origin: str | None) -> Tenant:
     """The tenant named by `payload`; raise unless the page's origin may open its chat."""
     slug = payload.get("tenant")

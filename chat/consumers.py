@@ -24,15 +24,24 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.db import close_old_connections
 
 from chat import chat_sessions, limits, orchestrator
+from chat.sockets import chat_sockets
 from conversations import events, selectors, services
 from handoffs import services as handoff_services
+from supportbot import input_guard
+from supportbot.client_address import UNKNOWN, scope_client_address
 from supportbot.errors import ApplicationError, RateLimited
 from supportbot.observability import context, tracing
 
 logger = logging.getLogger(__name__)
+
+# Close codes (docs/chat-protocol.md). Before accept they refuse the handshake (HTTP 403).
+CLOSE_ORIGIN_NOT_ALLOWED = 4403
+CLOSE_SESSION_TIMEOUT = 4408
+CLOSE_TOO_MANY_SOCKETS = 4429
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -49,6 +58,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
     }
 
     async def connect(self) -> None:
+        """Refuse the handshake (no socket opens) past the address's socket cap or from a page
+        whose Origin no tenant allows; else accept and wait for a valid `session.start`."""
         self.tenant = None
         self.customer = None
         self.conversation = None
@@ -56,9 +67,53 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.identity_expires_at: float | None = None
         self.identity_watch: asyncio.Task | None = None
         self.tasks: set[asyncio.Task] = set()
+        self.address = scope_client_address(self.scope)
+        self.counted = False
+        self.session_started = False
+        self.session_lock = asyncio.Lock()
+        self.session_deadline: asyncio.Task | None = None
+        if self.address != UNKNOWN:  # no address (a unix socket): nothing to count by
+            if not chat_sockets.acquire(self.address):
+                logger.info("chat socket refused: address holds CHAT_SOCKETS_PER_IP sockets")
+                await self.close(code=CLOSE_TOO_MANY_SOCKETS)
+                return
+            self.counted = True
+        origin = self._origin()
+        try:
+            allowed = await database_sync_to_async(chat_sessions.chat_origin_may_connect)(
+                origin=origin
+            )
+        except BaseException:
+            self._release()  # the database failed us: the handshake fails, its place is free
+            raise
+        if not allowed:
+            logger.info("chat socket refused: origin %r is allowed by no tenant", origin)
+            self._release()  # now: a refused handshake may never see a disconnect event
+            await self.close(code=CLOSE_ORIGIN_NOT_ALLOWED)
+            return
         await self.accept()
+        self.session_deadline = asyncio.create_task(self._close_without_session())
+
+    async def _close_without_session(self) -> None:
+        """Close the socket unless a `session.start` succeeded within
+        `CHAT_SESSION_START_TIMEOUT_S` (one being answered when it passes may still succeed)."""
+        await asyncio.sleep(settings.CHAT_SESSION_START_TIMEOUT_S)
+        async with self.session_lock:
+            if self.session_started:
+                return
+        await self.send_error("session_timeout", "No session.start in time; reconnect.")
+        await self.close(code=CLOSE_SESSION_TIMEOUT)
+
+    def _release(self) -> None:
+        """Give the socket's place in its address's count back (once)."""
+        if self.counted:
+            self.counted = False
+            chat_sockets.release(self.address)
 
     async def disconnect(self, code: int) -> None:
+        self._release()
+        if self.session_deadline is not None:
+            self.session_deadline.cancel()
         if self.identity_watch is not None:
             self.identity_watch.cancel()
         if self.group:
@@ -76,9 +131,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             await self.send_error("bad_event", "Events need a string 'type'.", field="type")
             return
-        nul_field = _nul_field(event)
-        if nul_field is not None:
-            await self.send_error("invalid", "Null characters are not allowed.", field=nul_field)
+        bad_field = input_guard.unstorable_field(event)
+        if bad_field is not None:  # a NUL or a lone surrogate ("\ud800"): no text can hold it
+            sent_id = event.get("client_message_id") if event["type"] == "message.send" else None
+            await self.send_error(
+                "invalid",
+                input_guard.UNSTORABLE_DETAIL,
+                field=bad_field,
+                ref=event.get("ref"),
+                client_message_id=sent_id if isinstance(sent_id, str) else None,
+            )
             return
         name = self.HANDLERS.get(event["type"])
         handler = getattr(self, name) if name else None
@@ -136,14 +198,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send_json(events.pong())
 
     async def on_session_start(self, event: dict) -> None:
+        async with self.session_lock:
+            if await self._session_start(event):
+                self.session_started = True
+
+    async def _session_start(self, event: dict) -> bool:
+        """Start (or restart) the socket's session; False when the socket was closed instead."""
         try:
             session = await database_sync_to_async(chat_sessions.chat_session_start)(
                 event, origin=self._origin(), ip=self.client_ip
             )
         except chat_sessions.OriginNotAllowed as exc:
             await self.send_error(exc.code, exc.detail)
-            await self.close(code=4403)
-            return
+            await self.close(code=CLOSE_ORIGIN_NOT_ALLOWED)
+            return False
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         self.tenant = session["tenant"]
@@ -159,6 +227,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.identity_expires_at is not None:
             self.identity_watch = asyncio.create_task(self._identity_expire_at())
         await self.send_json(session["ready"])
+        return True
 
     async def _identity_expire_at(self) -> None:
         await asyncio.sleep(max(0.0, self.identity_expires_at - time.time()))
@@ -178,8 +247,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     @property
     def client_ip(self) -> str:
-        client = self.scope.get("client")
-        return str(client[0]) if client else "unknown"
+        """The client's address: TRUSTED_PROXIES honoured (supportbot.client_address)."""
+        return self.address
 
     def _origin(self) -> str | None:
         for name, value in self.scope.get("headers", []):
@@ -319,17 +388,3 @@ class ChatConsumer(AsyncWebsocketConsumer):
         event = events.for_customer(group_message, self.channel_name)
         if event is not None:
             await self.emit(event)
-
-
-def _nul_field(event: dict) -> str | None:
-    """The first key whose value holds a NUL character (PostgreSQL text cannot store one)."""
-    stack: list[tuple[str, object]] = list(event.items())
-    while stack:
-        key, value = stack.pop()
-        if "\x00" in key or (isinstance(value, str) and "\x00" in value):
-            return key.replace("\x00", "")
-        if isinstance(value, dict):
-            stack.extend((f"{key}.{k}", v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((key, v) for v in value)
-    return None

@@ -5,6 +5,8 @@ Importing settings starts nothing, so a test run starts what settings will name 
 (no `DATABASE_URL` / `REDIS_URL`) here, as `make run` does with `manage.py services start`.
 """
 
+import os
+
 import pytest
 
 from config.env import env
@@ -12,12 +14,14 @@ from supportbot import devservices
 
 
 def services_start_for_tests() -> None:
-    """Start the embedded PostgreSQL and Valkey unless URLs are set; write dev keys."""
+    """Say this is a test run (`SUPPORTBOT_ENV=test`, unless set: child processes inherit it);
+    start the embedded PostgreSQL and Valkey unless URLs are set; write dev keys."""
+    os.environ.setdefault("SUPPORTBOT_ENV", "test")
     database_url = env.str("DATABASE_URL", default="")
     devservices.services_start(
         postgres=not database_url,
         valkey=not env.str("REDIS_URL", default=""),
-        dev_files=not database_url or devservices.is_embedded_postgres_url(database_url),
+        dev_files=os.environ["SUPPORTBOT_ENV"] != "production",
     )
 
 

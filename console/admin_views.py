@@ -16,6 +16,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from console.access import ADMIN, console_page
@@ -87,6 +88,7 @@ class _Echo:
         return value
 
 
+@never_cache  # a download of the audit trail: no cache may keep a copy
 @console_page(role=ADMIN)
 def audit_log_csv(request, access):
     tenant = access.tenant
@@ -144,6 +146,7 @@ def customers(request, access):
     )
 
 
+@never_cache  # personal data: no cache may keep a copy
 @console_page(role=ADMIN, write=True)
 def customer_export(request, access):
     tenant = access.tenant

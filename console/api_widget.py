@@ -1,6 +1,8 @@
 """The tenant's widget secret in the console: read and rotate, tenant admins only."""
 
 from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -27,6 +29,7 @@ def _widget_secret_body(tenant) -> dict:
     }
 
 
+@method_decorator(never_cache, name="dispatch")  # the secret must not stay in any cache
 class TenantAdminView(ConsoleApiView):
     """For the admins of one tenant; staff never read the secret (a credential)."""
 

@@ -10,10 +10,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
+from django.views.decorators.cache import never_cache
 
 from console.access import ADMIN, console_page
 from handoffs import selectors
 from knowledge import services as knowledge_services
+from supportbot import selectors as tenancy_selectors
 from supportbot.services import WIDGET_SECRET_MAX_OVERLAP_S, Actor, tenant_widget_secret_rotate
 
 
@@ -29,10 +31,16 @@ class LoginView(auth_views.LoginView):
 
 @console_page()
 def console(request, access, handoff_id: int | None = None):
+    """The live queue, and the user's own recent failed logins (someone guessing shows)."""
     return render(
         request,
         "console/queue.html",
-        {"tenant": access.tenant, "membership": access.membership, "handoff_id": handoff_id},
+        {
+            "tenant": access.tenant,
+            "membership": access.membership,
+            "handoff_id": handoff_id,
+            "login_failures": tenancy_selectors.login_failures_recent(user=request.user),
+        },
     )
 
 
@@ -76,6 +84,7 @@ class WidgetSecretRotateForm(forms.Form):
     )
 
 
+@never_cache  # shows the secret: no cache may keep a copy (the redirect after a POST too)
 @console_page(role=ADMIN, staff_read=False)
 def widget_settings(request, access):
     """The tenant's widget secret for its admins, and its rotation with an overlap window."""
@@ -103,5 +112,4 @@ def widget_settings(request, access):
             "previous_until": previous_until,
         },
     )
-    response["Cache-Control"] = "no-store"
     return response

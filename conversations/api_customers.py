@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -53,6 +55,7 @@ class CustomerEraseApi(APIView):
         return _erase(request, external_id)
 
 
+@method_decorator(never_cache, name="dispatch")  # personal data: no cache may keep a copy
 class CustomerExportApi(APIView):
     class OutputSerializer(serializers.Serializer):
         customer = serializers.DictField()

@@ -106,6 +106,7 @@ class Message(models.Model):
         HANDOFF = "handoff"  # told the customer a person takes over
         ACTION = "action"  # text generated from the action ledger
         NOTICE = "notice"  # system notices
+        FAILED = "failed"  # the bot gave up on a message whose turn kept failing
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     conversation = models.ForeignKey(
@@ -129,6 +130,9 @@ class Message(models.Model):
     ttft_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField(null=True, blank=True)
     tool_outcome_ref = models.CharField(max_length=64, blank=True)
+    # Customer messages: how often the reply sweeper re-drove this message's turn (it ends
+    # `failed` after ANSWER_MAX_REDRIVE_ATTEMPTS instead of being retried forever).
+    redrive_attempts = models.PositiveSmallIntegerField(default=0)
     meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

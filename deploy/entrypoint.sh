@@ -7,8 +7,10 @@ role=${1:-web}
 case "$role" in
     web)
         # No --proxy-headers: TRUSTED_PROXIES decides whose X-Forwarded-* count.
+        # Sockets live at most an hour (daphne's default is 24 h); pages reconnect.
         exec daphne -b "${BIND:-0.0.0.0}" -p "${PORT:-8000}" \
             --application-close-timeout "${DAPHNE_CLOSE_TIMEOUT_S:-10}" \
+            --websocket_timeout "${DAPHNE_WEBSOCKET_TIMEOUT_S:-3600}" \
             config.asgi:application "$@" ;;
     worker)
         exec python manage.py qcluster "$@" ;;

@@ -10,6 +10,10 @@ PY=.venv/bin/python
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 GRACE=${STOP_GRACE_SECONDS:-10}
+# A developer's stack over plain http unless told otherwise (config/settings/base.py).
+export SUPPORTBOT_ENV=${SUPPORTBOT_ENV:-development}
+# Daphne's default keeps a WebSocket open 24 h; pages reconnect, so an hour is plenty.
+WEBSOCKET_TIMEOUT=${DAPHNE_WEBSOCKET_TIMEOUT_S:-3600}
 LOG_DIR=${SUPPORTBOT_LOG_DIR:-var/log}
 mkdir -p "$LOG_DIR"
 
@@ -65,5 +69,6 @@ echo "  Order service: http://127.0.0.1:${ORDER_SERVICE_PORT:-8090}/openapi.json
 echo "  Logs: $LOG_DIR/ (daphne.log, qcluster.log, ordersvc.log, inference.log)"
 # No --proxy-headers: daphne would trust X-Forwarded-For/-Proto from any client. Django's
 # TrustedProxyMiddleware honours them only from TRUSTED_PROXIES.
-start daphne $PY -m daphne -b "$HOST" -p "$PORT" "${ASGI_APPLICATION_PATH:-config.asgi:application}"
+start daphne $PY -m daphne -b "$HOST" -p "$PORT" --websocket_timeout "$WEBSOCKET_TIMEOUT" \
+    "${ASGI_APPLICATION_PATH:-config.asgi:application}"
 wait -n "${pids[@]}"

@@ -1,14 +1,18 @@
 """Refuse bad input on API paths before any view sees it, in the one JSON error shape.
 
 Django and DRF already reject most malformed requests, but some reach PostgreSQL or Django's
-HTML error pages: NUL characters (PostgreSQL text and jsonb cannot hold them), oversize bodies
+HTML error pages: NUL characters (PostgreSQL text and jsonb cannot hold them), lone UTF-16
+surrogates written as JSON escapes ("\ud800": valid JSON, but no UTF-8 text can hold them, so
+saving one failed deep inside as an `internal` error), oversize bodies
 (`RequestDataTooBig` is an HTML 400), too many query fields, absurd query strings and
 malformed Content-Length headers. Each becomes a 4xx `{"error": {"code", "detail", "field"}}`.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
@@ -22,6 +26,40 @@ MAX_QUERY_STRING = 16 * 1024
 MULTIPART_OVERHEAD = 256 * 1024
 # A JSON \u0000 escape (an odd number of backslashes before "u0000" is an escape, not text).
 _JSON_NUL = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
+# A JSON escape of a UTF-16 surrogate: the body is parsed to see whether one stands alone.
+_JSON_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# After JSON decoding a pair becomes one code point: a surrogate left in a string is alone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+UNSTORABLE_DETAIL = (
+    "Text must be valid Unicode: null characters and unpaired surrogates (\\ud800-\\udfff) "
+    "are not allowed."
+)
+
+
+def is_storable_text(value: str) -> bool:
+    """True when PostgreSQL can store `value` as text (no NUL, no lone surrogate)."""
+    return "\x00" not in value and _SURROGATE.search(value) is None
+
+
+def unstorable_field(value: Any) -> str | None:
+    """The dotted name of the first key or string in decoded JSON `value` that PostgreSQL
+    cannot store as text (see `is_storable_text`): `text`, `customer.name`; `body` for the
+    whole value; None when every string is storable."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        key, item = stack.pop()
+        if isinstance(item, str) and not is_storable_text(item):
+            return key or "body"
+        if isinstance(item, dict):
+            for k, v in item.items():
+                name = _SURROGATE.sub("?", str(k).replace("\x00", ""))
+                label = f"{key}.{name}" if key else name
+                if not is_storable_text(str(k)):
+                    return label
+                stack.append((label, v))
+        elif isinstance(item, list):
+            stack.extend((key, v) for v in item)
+    return None
 
 
 def is_api_request(request: HttpRequest) -> bool:
@@ -131,6 +169,8 @@ class BadInputMiddleware:
             return too_large_response()
         if b"\x00" in body or _JSON_NUL.search(body):
             return _nul_response(field="body", where="the request body")
+        if _JSON_SURROGATE.search(body):
+            return _surrogate_refusal(body)
         return None
 
 
@@ -138,3 +178,16 @@ def _nul_response(*, field: str, where: str) -> JsonResponse:
     return error_response(
         400, "invalid", f"Null characters are not allowed in {where}.", field=field
     )
+
+
+def _surrogate_refusal(body: bytes) -> JsonResponse | None:
+    """400 `invalid` naming the field when the JSON body holds a lone surrogate (a valid
+    pair decodes to one character and passes); a body that is not JSON is left to the view."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    field = unstorable_field(decoded)
+    if field is None:
+        return None
+    return error_response(400, "invalid", UNSTORABLE_DETAIL, field=field)

@@ -192,14 +192,20 @@ class AuditEvent(models.Model):
 
 class IdempotencyKey(models.Model):
     """A partner POST's `Idempotency-Key` and the response it produced (Stripe's semantics):
-    the same key with the same body replays the saved response; with a different body it is
-    a 422; while the first request runs, a repeat gets a 409."""
+    the same key with the same request replays the saved response; with a different request
+    it is a 422; while the first request runs, a repeat gets a 409. Keys belong to the API
+    key that sent them: another key of the same tenant has keys of its own (and never sees
+    this key's saved response)."""
 
     class State(models.TextChoices):
         IN_PROGRESS = "in_progress"
         DONE = "done"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # The partner key that sent it (null: a caller without one, scoped by tenant).
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     key = models.CharField(max_length=255)
     method = models.CharField(max_length=10)
     path = models.CharField(max_length=300)
@@ -216,7 +222,16 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+            models.UniqueConstraint(
+                fields=["api_key", "key"],
+                condition=Q(api_key__isnull=False),
+                name="idempotency_unique_key_per_api_key",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "key"],
+                condition=Q(api_key__isnull=True),
+                name="idempotency_unique_key_without_api_key",
+            ),
         ]
         indexes = [
             models.Index(fields=["created_at"], name="idempotency_created"),
@@ -255,3 +270,25 @@ class DataKey(models.Model):
 
     def __str__(self) -> str:
         return f"data key {self.key_id} of {self.tenant_id} ({self.state})"
+
+
+class LoginFailure(models.Model):
+    """A wrong password for an existing account, shown to its owner on the console home page.
+
+    The address is kept truncated (IPv4 /24, IPv6 /48, `docs/data-protection.md`): enough for
+    the owner to tell their office from a stranger, not enough to identify a person. Rows older
+    than `LOGIN_FAILURE_RETENTION_DAYS` are deleted as new ones are written.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="login_failures"
+    )
+    network = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="loginfailure_user_time")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.user_id} from {self.network}"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db.models import QuerySet
 from django.http.request import validate_host
+from django.utils import timezone
 
 from supportbot.errors import NotFound
-from supportbot.models import ApiKey, AuditEvent, Membership, Tenant
+from supportbot.models import ApiKey, AuditEvent, LoginFailure, Membership, Tenant
 
 
 def tenant_get(*, slug: str) -> Tenant:
@@ -81,9 +83,14 @@ def tenant_origin_allowed(*, tenant: Tenant, origin: str | None) -> bool:
     AllowedHostsOriginValidator). No Origin at all is refused: browsers always send one."""
     if not origin:
         return False
-    origin = origin.strip().lower()
-    if origin in tenant.allowed_origins:
+    if origin.strip().lower() in tenant.allowed_origins:
         return True
+    return origin_is_own(origin=origin)
+
+
+def origin_is_own(*, origin: str) -> bool:
+    """Is `origin` a page of this product (its host one of ALLOWED_HOSTS)?"""
+    origin = origin.strip().lower()
     try:
         parts = urlsplit(origin)
         host = parts.hostname
@@ -93,3 +100,21 @@ def tenant_origin_allowed(*, tenant: Tenant, origin: str | None) -> bool:
     if parts.scheme not in ("http", "https") or not host:
         return False
     return validate_host(host, settings.ALLOWED_HOSTS)
+
+
+def login_failures_recent(*, user, limit: int = 10) -> list[LoginFailure]:
+    """`user`'s latest failed logins within `LOGIN_FAILURE_RETENTION_DAYS`, newest first."""
+    since = timezone.now() - timedelta(days=settings.LOGIN_FAILURE_RETENTION_DAYS)
+    return list(LoginFailure.objects.filter(user=user, created_at__gte=since)[:limit])
+
+
+def origin_allowed_by_any_tenant(*, origin: str | None) -> bool:
+    """May a page at `origin` open the chat socket at all? A page of this product, or one of
+    some active tenant's allowed origins (`session.start` then checks the tenant it names)."""
+    if not origin or len(origin) > 200 or "\x00" in origin:
+        return False
+    if origin_is_own(origin=origin):
+        return True
+    return Tenant.objects.filter(
+        is_active=True, allowed_origins__contains=[origin.strip().lower()]
+    ).exists()

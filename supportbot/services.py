@@ -15,8 +15,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from supportbot.client_address import address_truncated
 from supportbot.errors import ApplicationError, Conflict, NotFound
-from supportbot.models import SLUG_RE, ApiKey, AuditEvent, Membership, Tenant
+from supportbot.models import SLUG_RE, ApiKey, AuditEvent, LoginFailure, Membership, Tenant
 
 KEY_PREFIX = "sb_"
 _KEY_RE = re.compile(r"^sb_([A-Za-z0-9]{8})_([A-Za-z0-9_-]{32,64})$")
@@ -302,6 +303,8 @@ def login_record(*, username: str, succeeded: bool, ip: str = "", user=None) -> 
     action = "login.succeeded" if succeeded else "login.failed"
     data = {"ip": ip[:64], "username": username[:150]}
     with transaction.atomic():
+        if user is not None and not succeeded:
+            login_failure_create(user=user, address=ip)
         for tenant in tenants or [None]:
             audit_event_record(
                 tenant=tenant,
@@ -330,3 +333,12 @@ def tenant_settings_record(*, tenant: Tenant, changed: dict, actor: Actor) -> No
         target_id=tenant.pk,
         data={"changes": values},
     )
+
+
+@transaction.atomic
+def login_failure_create(*, user, address: str) -> LoginFailure:
+    """Remember a wrong password for `user` from `address` (kept truncated) so the console can
+    show it to them; forget their failures older than `LOGIN_FAILURE_RETENTION_DAYS`."""
+    cutoff = timezone.now() - timedelta(days=settings.LOGIN_FAILURE_RETENTION_DAYS)
+    LoginFailure.objects.filter(user=user, created_at__lt=cutoff).delete()
+    return LoginFailure.objects.create(user=user, network=address_truncated(address))

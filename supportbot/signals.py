@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 
+from supportbot.client_address import request_client_address
 from supportbot.services import login_record
 
 
 def _ip(request) -> str:
-    return (request.META.get("REMOTE_ADDR") or "") if request is not None else ""
+    return request_client_address(request) if request is not None else ""
 
 
 @receiver(user_logged_in, dispatch_uid="supportbot-login-succeeded")

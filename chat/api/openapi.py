@@ -10,13 +10,16 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     location=OpenApiParameter.HEADER,
     required=False,
     description=(
-        "Retry safely: the same key with the same body returns the saved response "
-        "(`Idempotent-Replayed: true`); with a different body 422; while the first request "
-        "runs 409. Kept 24 hours."
+        "Retry safely: keys belong to the API key that sends them. The same key with the same "
+        "request (path, query string, body) returns the saved response "
+        "(`Idempotent-Replayed: true`); with a different request 422; while the first request "
+        "runs (a streamed reply: until its stream ends) 409. Kept 24 hours."
     ),
 )
 IDEMPOTENCY_ERRORS = {
-    422: OpenApiResponse(ErrorSerializer, description="Idempotency-Key reused with another body.")
+    422: OpenApiResponse(
+        ErrorSerializer, description="Idempotency-Key reused with another request."
+    )
 }
 
 NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="No such row for this tenant.")}

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 
-from conversations import events
+from conversations import events, services
 from conversations.models import Message
 from handoffs.models import Handoff
 from knowledge.embeddings import embed_texts
@@ -177,6 +177,7 @@ class TurnEvents:
         self.origin = origin
         self.subscribed = subscribed
         self.first_words_at: float | None = None  # monotonic time of the answer's first words
+        self.spoken: list[str] = []  # the answer text sent so far (`speak`)
 
     async def publish(self, event: dict[str, Any]) -> None:
         delivered = await events.publish(self.conversation_id, event, origin=self.origin)
@@ -186,6 +187,22 @@ class TurnEvents:
             # Outside the group, or the group send went nowhere (Redis down): the caller
             # still gets its own turn's events.
             await self._emit(event)
+
+    async def speak(self, event: dict[str, Any]) -> bool:
+        """Publish the bot's words only while the bot owns the conversation; False (nothing
+        sent) once an agent took over (`conversations.services.conversation_while_bot_owns`:
+        an agent's claim waits for a send in progress, so no word follows the takeover)."""
+
+        def guarded() -> bool:
+            with services.conversation_while_bot_owns(
+                conversation_id=self.conversation_id
+            ) as bot_owns:
+                if bot_owns:
+                    async_to_sync(self.publish)(event)
+                    self.spoken.append(event.get("text", ""))
+                return bot_owns
+
+        return await db(guarded)()
 
     async def reply(self, event: dict[str, Any]) -> None:
         await self._emit(event)

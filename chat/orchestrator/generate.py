@@ -80,6 +80,10 @@ async def _checkers(turn: Turn, ordered: list) -> tuple[PassageVerifier, Relevan
     )
 
 
+class TakenOver(Exception):
+    """An agent claimed the conversation while the model wrote: stop, send nothing more."""
+
+
 @dataclass
 class _Run:
     """One generation in progress: its checkers and what its sentences have become so far."""
@@ -120,15 +124,19 @@ class _Run:
         return None
 
     async def _keep(self, sentence: str, passage_index: int) -> None:
-        """Keep a verified sentence; unless probing, publish it with its citation label."""
+        """Keep a verified sentence; unless probing, publish it with its citation label.
+
+        Raise TakenOver (the sentence not kept) when an agent owns the conversation now."""
         self.kept.append((sentence, passage_index))
         label = citation_order(self.kept).index(passage_index) + 1
         if self.first_delta_ms is None:
             self.first_delta_ms = (time.monotonic() - self.started) * 1000
-        if not self.probe:
-            await self.turn.events.publish(
-                events.answer_delta(message_id=self.turn.reply.pk, text=f"{sentence} [{label}] ")
-            )
+        if self.probe:
+            return
+        delta = events.answer_delta(message_id=self.turn.reply.pk, text=f"{sentence} [{label}] ")
+        if not await self.turn.events.speak(delta):
+            self.kept.pop()
+            raise TakenOver
 
 
 async def generate(
@@ -172,6 +180,9 @@ async def _stream(run: _Run, messages: list[dict]) -> None:
         # engine is silent): answer extractively now.
         logger.info("no verified sentence within %.2f s for message %s", remaining, turn.message.pk)
         result.reason = "budget"
+    except TakenOver:
+        logger.info("an agent took over during the answer to message %s", turn.message.pk)
+        result.reason = "taken_over"
     except gateway.InferenceError as exc:
         logger.warning("generation failed for message %s: %s", turn.message.pk, exc)
         result.error = getattr(exc, "code", exc.__class__.__name__)

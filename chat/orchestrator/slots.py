@@ -18,23 +18,67 @@ _turn_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class TurnSlots:
-    """At most ORCHESTRATOR_MAX_CONCURRENT_TURNS turns at once in this process, and at most
-    ORCHESTRATOR_MAX_TURNS_PER_TENANT of them for one tenant: a tenant whose order system
-    hangs can hold only its share, never every slot. Saving and acknowledging a message is
-    bounded separately (as many at once as turns), so a queue of turns never delays the
-    customer's `message.accepted`."""
+    """At most `total` turns at once in this process (ORCHESTRATOR_MAX_CONCURRENT_TURNS), at
+    most `per_tenant` of them for one tenant (ORCHESTRATOR_MAX_TURNS_PER_TENANT), and the
+    turns of tenants already running one leave `reserved` slots free
+    (ORCHESTRATOR_TURN_SLOTS_RESERVED): a tenant with no turn running finds a slot at once
+    even while two (or more) tenants whose order systems hang fill their shares. Saving and
+    acknowledging a message is bounded separately (as many at once as turns), so a queue of
+    turns never delays the customer's `message.accepted`.
 
-    def __init__(self, total: int, per_tenant: int) -> None:
-        self.total = asyncio.Semaphore(total)
-        self.receiving = asyncio.Semaphore(total)
-        self.per_tenant_limit = max(1, min(per_tenant, total))
-        self.tenants: dict[int, asyncio.Semaphore] = {}
+    All bookkeeping happens on the event loop's thread without awaiting, so a turn cancelled
+    while it waits takes nothing, and one cancelled while it runs gives its slot back.
+    """
+
+    def __init__(self, total: int, per_tenant: int, reserved: int | None = None) -> None:
+        self.capacity = max(1, total)
+        self.receiving = asyncio.Semaphore(self.capacity)
+        self.per_tenant_limit = max(1, min(per_tenant, self.capacity))
+        if reserved is None or reserved < 0:
+            reserved = max(1, self.capacity // 4)
+        self.reserved = min(reserved, self.capacity - 1)
+        self.running: dict[int, int] = {}
+        self.in_use = 0
+        self._waiters: list[asyncio.Future] = []
+
+    def may_start(self, tenant_id: int) -> bool:
+        """Whether a turn of `tenant_id` may start now."""
+        held = self.running.get(tenant_id, 0)
+        if held >= self.per_tenant_limit:
+            return False
+        free = self.capacity - self.in_use
+        return free > (self.reserved if held else 0)
 
     @contextlib.asynccontextmanager
     async def hold(self, tenant_id: int):
-        tenant = self.tenants.setdefault(tenant_id, asyncio.Semaphore(self.per_tenant_limit))
-        async with tenant, self.total:
+        await self._acquire(tenant_id)
+        try:
             yield
+        finally:
+            self._release(tenant_id)
+
+    async def _acquire(self, tenant_id: int) -> None:
+        while not self.may_start(tenant_id):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+        self.running[tenant_id] = self.running.get(tenant_id, 0) + 1
+        self.in_use += 1
+
+    def _release(self, tenant_id: int) -> None:
+        held = self.running.get(tenant_id, 0) - 1
+        if held > 0:
+            self.running[tenant_id] = held
+        else:
+            self.running.pop(tenant_id, None)
+        self.in_use -= 1
+        for waiter in self._waiters:  # each re-checks, oldest first
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 def _slots() -> TurnSlots:
@@ -42,7 +86,9 @@ def _slots() -> TurnSlots:
     if loop not in _turn_slots:
         total = settings.ORCHESTRATOR_MAX_CONCURRENT_TURNS
         _turn_slots[loop] = TurnSlots(
-            total, settings.ORCHESTRATOR_MAX_TURNS_PER_TENANT or max(1, total // 2)
+            total,
+            settings.ORCHESTRATOR_MAX_TURNS_PER_TENANT or max(1, total // 2),
+            settings.ORCHESTRATOR_TURN_SLOTS_RESERVED,
         )
     return _turn_slots[loop]
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 
 from actions import intents as action_intents
+from actions import messages as action_messages
 from actions import registry as action_registry
 from actions import selectors as action_selectors
 from actions import services as action_services
@@ -205,14 +206,26 @@ def _action_text(
 
 
 async def answer_pending_proposal(turn: Turn) -> Outcome | None:
-    """A typed "yes" / "no" right after a proposal card confirms / cancels that card."""
+    """A typed explicit "yes" / "no" right after a proposal card confirms / cancels that card;
+    an acknowledgement there ("ok", "sure") is asked back, never taken as consent.
+
+    The card may be answered already: a re-driven "yes" (its first run confirmed the card,
+    then the process died) is told the card's outcome, never answered as a question.
+    """
     text = turn.message.text
     affirm = action_intents.is_affirmation(text)
-    if not affirm and not action_intents.is_decline(text):
+    decline = not affirm and action_intents.is_decline(text)
+    if not (affirm or decline or action_intents.is_acknowledgement(text)):
         return None
-    pending = await db(action_selectors.proposal_answered_by)(message=turn.message)
+    pending = await db(action_selectors.proposal_answered_by)(
+        conversation=turn.conversation, message=turn.message
+    )
     if pending is None:
         return None
+    if not (affirm or decline):
+        if pending.state != ActionRequest.State.AWAITING_CONFIRMATION:
+            return None
+        return await _ask_for_explicit_answer(turn, pending)
     try:
         card = await answer_action(
             conversation=turn.conversation,
@@ -239,6 +252,22 @@ async def answer_pending_proposal(turn: Turn) -> Outcome | None:
     }
     outcome = await finish(turn, draft, stream=True)
     outcome.action = card
+    return outcome
+
+
+async def _ask_for_explicit_answer(turn: Turn, pending: ActionRequest) -> Outcome:
+    """Ask for an explicit yes or no; this reply shows the card again (a "yes" right after
+    it confirms the card)."""
+    draft = Draft(action_messages.confirm_prompt(pending), Message.Kind.ACTION)
+    draft.stats["tool_outcome_ref"] = str(pending.pk)
+    draft.stats["meta"] = {
+        "action_id": pending.pk,
+        "action_state": pending.state,
+        "path": "tool",
+        "path_reason": "explicit_answer_needed",
+    }
+    outcome = await finish(turn, draft, stream=True)
+    outcome.action = await db(action_selectors.action_card)(pending)
     return outcome
 
 

@@ -74,6 +74,25 @@ async def test_too_deep_or_nul_events_get_error_events_and_the_socket_stays_up(t
     await comm.disconnect()
 
 
+async def test_a_lone_surrogate_in_a_message_gets_an_invalid_error_and_nothing_is_saved(
+    tenant, local_cache
+):
+    comm = await connect()
+    await start(comm, tenant.slug)
+    await comm.send_to(  # "\\ud800": valid JSON, but no UTF-8 text can hold it
+        text_data='{"type": "message.send", "client_message_id": "s1", "text": "hi \\ud800"}'
+    )
+    error = await comm.receive_json_from()
+    assert (error["type"], error["code"], error["field"]) == ("error", "invalid", "text")
+    assert error["client_message_id"] == "s1"
+    assert "surrogate" in error["detail"]
+    await comm.send_json_to({"type": "ping"})
+    assert (await comm.receive_json_from())["type"] == "pong"
+    saved = await database_sync_to_async(Message.objects.filter(tenant=tenant).count)()
+    assert saved == 0
+    await comm.disconnect()
+
+
 async def test_malformed_events_get_error_events_and_the_socket_stays_up(tenant, local_cache):
     comm = await connect()
     await comm.send_to(text_data="{not json")
@@ -97,24 +116,23 @@ async def test_malformed_events_get_error_events_and_the_socket_stays_up(tenant,
     await comm.disconnect()
 
 
-async def test_a_foreign_origin_cannot_start_a_chat_session(tenant, local_cache):
-    comm = await connect(headers=[(b"origin", b"https://evil.example")])
-    await comm.send_json_to({"type": "session.start", "tenant": tenant.slug})
-    error = await comm.receive_json_from()
-    assert error["type"] == "error"
-    assert error["code"] == "origin_not_allowed"
-    assert "https://evil.example" in error["detail"]
-    closed = await comm.receive_output()
-    assert closed == {"type": "websocket.close", "code": 4403}
+async def test_a_foreign_origin_is_refused_at_the_handshake(tenant, local_cache):
+    comm = WebsocketCommunicator(
+        application, "/ws/chat/", headers=[(b"origin", b"https://evil.example")]
+    )
+    assert await comm.connect() == (False, 4403)  # never accepted: daphne answers HTTP 403
     assert not await database_sync_to_async(Customer.objects.filter(tenant=tenant).exists)()
-    await comm.disconnect()  # end the application inside this test's loop
+    await comm.wait(timeout=5)  # let the refused application finish inside this test's loop
 
 
-async def test_a_handshake_without_origin_cannot_start_a_chat_session(tenant, local_cache):
-    comm = await connect(headers=[])
-    await comm.send_json_to({"type": "session.start", "tenant": tenant.slug})
-    assert (await comm.receive_json_from())["code"] == "origin_not_allowed"
-    await comm.disconnect()  # end the application inside this test's loop
+@pytest.mark.parametrize(
+    "headers",
+    [[], [(b"origin", b"")], [(b"origin", b"https://x\x00.example")], [(b"origin", b"\xff\xfe")]],
+)
+async def test_a_handshake_without_a_usable_origin_is_refused(tenant, local_cache, headers):
+    comm = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
+    assert await comm.connect() == (False, 4403)
+    await comm.wait(timeout=5)
 
 
 async def test_the_tenants_allowed_origin_starts_a_session_and_only_for_that_tenant(

@@ -3,7 +3,7 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env
-from config.settings.base import DEV_HTTP, SECRET_KEY, VAR_DIR
+from config.settings.base import PRODUCTION, SECRET_KEY, VAR_DIR
 from supportbot import keys
 
 # --------------------------------------------------------------------------- actions
@@ -18,7 +18,7 @@ ACTIONS_ENCRYPTION_KEY = env.str("ACTIONS_ENCRYPTION_KEY", default="") or (
 # into var/master-keys (none until then: encryption then refuses to seal or open).
 _master_keys = env.list("ENCRYPTION_MASTER_KEYS", default=[])
 if not _master_keys:
-    if not DEV_HTTP:
+    if PRODUCTION:
         raise ImproperlyConfigured(
             "ENCRYPTION_MASTER_KEYS is not set. Production needs at least one master key, e.g. "
             '`python -c \'import base64,os; print("k1=" + '
@@ -37,7 +37,7 @@ except ValueError as exc:
 # Development reads the random key `manage.py services start` wrote into var/blind-index-keys.
 _blind_index_keys = env.list("BLIND_INDEX_KEYS", default=[])
 if not _blind_index_keys:
-    if not DEV_HTTP:
+    if PRODUCTION:
         raise ImproperlyConfigured(
             "BLIND_INDEX_KEYS is not set. Production needs at least one blind-index key, e.g. "
             '`python -c \'import base64,os; print("b1=" + '

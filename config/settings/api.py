@@ -60,9 +60,14 @@ RATE_LIMITS = {
     "api_user": env.str("RATE_LIMIT_API_USER", default="600/60"),
     "upload_key": env.str("RATE_LIMIT_UPLOAD_KEY", default="60/3600"),
     "search_key": env.str("RATE_LIMIT_SEARCH_KEY", default="120/60"),
-    # Failed logins per user name and per IP; past them a lock that doubles per failure.
+    # Failed logins per (user name, client address) and per address, past which a lock that
+    # doubles per failure; per user name over all addresses, a slower limit that locks the
+    # name for the rest of its window (supportbot/login_throttle.py).
     "login_user": env.str("RATE_LIMIT_LOGIN_USER", default="5/900"),
+    "login_user_global": env.str("RATE_LIMIT_LOGIN_USER_GLOBAL", default="50/3600"),
     "login_ip": env.str("RATE_LIMIT_LOGIN_IP", default="20/900"),
 }
 LOGIN_LOCKOUT_BASE_S = env.int("LOGIN_LOCKOUT_BASE_S", default=30)
 LOGIN_LOCKOUT_MAX_S = env.int("LOGIN_LOCKOUT_MAX_S", default=3600)
+# Failed logins shown to their account's owner on the console home page are kept this long.
+LOGIN_FAILURE_RETENTION_DAYS = env.int("LOGIN_FAILURE_RETENTION_DAYS", default=30)

@@ -14,27 +14,31 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.env import BASE_DIR, env
 from supportbot import devservices, keys
-from supportbot.middleware import parse_networks
+from supportbot.client_address import parse_networks
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 VAR_DIR = devservices.var_dir()
-# The embedded services of `make run` and tests (no DATABASE_URL, or one naming the embedded
-# server's socket under var/, as test stacks do) mean a developer's machine served over plain
-# http. Everything else is production and gets the secure defaults.
 DATABASE_URL_FROM_ENV = env.str("DATABASE_URL", default="")
-EMBEDDED_DEV = not DATABASE_URL_FROM_ENV or devservices.is_embedded_postgres_url(
-    DATABASE_URL_FROM_ENV
-)
-DEV_HTTP = DEBUG or EMBEDDED_DEV
+# Which kind of deployment this is, said explicitly: `production` (the default, and what the
+# image sets), `development` (`make run`: a developer's machine over plain http, keys from
+# var/) or `test` (the pytest plugin sets it). Production requires its secrets and gets the
+# secure defaults (Secure cookies, HSTS, HTTPS redirect) whatever the database or DEBUG say.
+SUPPORTBOT_ENVIRONMENTS = ("production", "development", "test")
+SUPPORTBOT_ENV = env.str("SUPPORTBOT_ENV", default="production").strip().lower()
+if SUPPORTBOT_ENV not in SUPPORTBOT_ENVIRONMENTS:
+    raise ImproperlyConfigured(
+        f"SUPPORTBOT_ENV={SUPPORTBOT_ENV!r}: use one of {', '.join(SUPPORTBOT_ENVIRONMENTS)}."
+    )
+PRODUCTION = SUPPORTBOT_ENV == "production"
 
 # The root secret. Production must set it; development reads the random one that
 # `manage.py services start` wrote once into var/secret-key (0600). Empty until then: Django
 # refuses to use an empty key, so nothing is signed with a guessable one.
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEV_HTTP:
+    if PRODUCTION:
         raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY is not set. Production (DJANGO_DEBUG off, a DATABASE_URL) "
+            "DJANGO_SECRET_KEY is not set. Production (SUPPORTBOT_ENV=production, the default) "
             "needs a long random secret, e.g. "
             "`python -c 'import secrets; print(secrets.token_urlsafe(64))'`."
         )
@@ -176,11 +180,13 @@ LOGGING = {
 }
 
 # --------------------------------------------------------------------------- security
-# Secure by default; `DEV_HTTP` (DEBUG or the embedded `make run`/test services) is served
-# over plain http on loopback, so cookies there are not Secure and nothing redirects.
-_secure = not DEV_HTTP
+# Secure by default: production (SUPPORTBOT_ENV, whatever DEBUG says) gets Secure cookies,
+# HSTS and the HTTPS redirect. Development and test stacks are served over plain http on
+# loopback, so cookies there are not Secure and nothing redirects (each variable overrides).
+_secure = PRODUCTION
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=_secure)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # load-balancer probes over http
+# Probes and the Prometheus scrape reach pods over plain http inside the cluster.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if _secure else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_secure)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)

@@ -20,3 +20,17 @@ KNOWLEDGE_EXACT_SCAN_MAX_ROWS = env.int("KNOWLEDGE_EXACT_SCAN_MAX_ROWS", default
 KNOWLEDGE_MAX_TEXT_CHARS = env.int("KNOWLEDGE_MAX_TEXT_CHARS", default=12_000_000)
 KNOWLEDGE_PDF_MAX_PAGES = env.int("KNOWLEDGE_PDF_MAX_PAGES", default=1000)
 KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = env.float("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS", default=120.0)
+# Extraction runs in a child process per document (`knowledge/extraction/sandbox.py`): its
+# address space in MiB (past it the document fails "memory limit"), PDF streams' decompressed
+# size (one stream, all together), an image's declared pixels, a text line's length.
+KNOWLEDGE_EXTRACT_MEMORY_MB = env.int("KNOWLEDGE_EXTRACT_MEMORY_MB", default=768)
+KNOWLEDGE_PDF_MAX_STREAM_BYTES = env.int("KNOWLEDGE_PDF_MAX_STREAM_BYTES", default=32 * 1024 * 1024)
+KNOWLEDGE_PDF_MAX_TOTAL_STREAM_BYTES = env.int(
+    "KNOWLEDGE_PDF_MAX_TOTAL_STREAM_BYTES", default=128 * 1024 * 1024
+)
+KNOWLEDGE_PDF_MAX_IMAGE_PIXELS = env.int("KNOWLEDGE_PDF_MAX_IMAGE_PIXELS", default=200_000_000)
+KNOWLEDGE_MAX_LINE_CHARS = env.int("KNOWLEDGE_MAX_LINE_CHARS", default=200_000)
+# Documents of one tenant indexed at once (0: no limit): the others wait, pending, without
+# holding a worker, so one partner's uploads leave the other workers to other tenants and to
+# the sweeps (`knowledge/services/slots.py`).
+INDEXING_SLOTS_PER_TENANT = env.int("INDEXING_SLOTS_PER_TENANT", default=1)

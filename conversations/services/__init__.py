@@ -32,9 +32,13 @@ from conversations.services.messages import (
     message_set_state,
 )
 from conversations.services.replies import (
+    conversation_while_bot_owns,
+    message_redrive_count,
+    reply_fail,
     reply_finalize,
     reply_reserve,
     reply_reserve_or_take_over,
+    reply_withdraw,
 )
 
 __all__ = [
@@ -57,7 +61,11 @@ __all__ = [
     "message_post",
     "message_receive",
     "message_set_state",
+    "conversation_while_bot_owns",
+    "message_redrive_count",
+    "reply_fail",
     "reply_finalize",
     "reply_reserve",
     "reply_reserve_or_take_over",
+    "reply_withdraw",
 ]

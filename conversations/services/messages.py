@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from conversations import events
 from conversations.models import Conversation, Feedback, Message
+from supportbot import input_guard
 from supportbot.errors import ApplicationError, Conflict, NotFound
 
 MAX_MESSAGE_CHARS = 4000
@@ -46,6 +47,8 @@ def message_announce(message: Message, *, origin: str | None = None) -> None:
 def _clean_text(text: Any, field: str = "text") -> str:
     if not isinstance(text, str):
         raise ApplicationError("Text must be a string.", field=field)
+    if not input_guard.is_storable_text(text):
+        raise ApplicationError(input_guard.UNSTORABLE_DETAIL, field=field)
     text = text.strip()
     if not text:
         raise ApplicationError("Text must not be empty.", field=field)
@@ -62,6 +65,8 @@ def message_receive(
         raise ApplicationError(
             "client_message_id must be a string of 1-100 characters.", field="client_message_id"
         )
+    if not input_guard.is_storable_text(client_message_id):
+        raise ApplicationError(input_guard.UNSTORABLE_DETAIL, field="client_message_id")
     existing = Message.objects.filter(
         tenant_id=conversation.tenant_id,
         conversation=conversation,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
+from conversations import events
 from conversations.models import Conversation, Message
 from conversations.services.conversations import conversation_summary_due
-from conversations.services.messages import message_announce
+from conversations.services.messages import message_announce, message_as_event
 from supportbot.errors import NotFound
 from supportbot.queue import task_enqueue_on_commit
 
@@ -103,4 +107,99 @@ def reply_finalize(
     if conversation_summary_due(conversation_id=reply.conversation_id):
         conversation_id = reply.conversation_id
         task_enqueue_on_commit("conversations.tasks.conversation_summarize_task", conversation_id)
+    return reply
+
+
+@contextlib.contextmanager
+def conversation_while_bot_owns(*, conversation_id: int) -> Iterator[bool]:
+    """Hold who owns the conversation fixed for the block; yield whether the bot owns it.
+
+    The row is read FOR KEY SHARE: an agent's claim (`conversation_set_owner`, FOR UPDATE)
+    waits until the block ends, and its `conversation.owner` event is sent on its commit, so
+    whatever the bot sends inside the block reaches every client before the agent's takeover.
+    Once an agent owns the conversation, the block yields False: send nothing.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT owner FROM conversations_conversation WHERE id = %s FOR KEY SHARE",
+                [conversation_id],
+            )
+            row = cursor.fetchone()
+        yield row is not None and row[0] == Conversation.Owner.BOT
+
+
+@transaction.atomic
+def reply_withdraw(*, reply: Message) -> None:
+    """Drop a reply that an agent's takeover interrupted before any of its words were sent.
+
+    The customer message is marked handed off (the agent answers it; the reply sweeper never
+    re-drives it, even after the conversation goes back to the bot).
+    """
+    Message.objects.filter(pk=reply.pk, state=Message.State.STREAMING).delete()
+    Message.objects.filter(pk=reply.reply_to_id).update(
+        state=Message.State.HANDED_OFF, updated_at=timezone.now()
+    )
+
+
+# A customer message still waiting for its answer.
+PENDING_STATES = (
+    Message.State.RECEIVED,
+    Message.State.SEARCHING,
+    Message.State.ANSWERING,
+    Message.State.CALLING_TOOL,
+)
+
+
+def message_redrive_count(*, message: Message) -> int | None:
+    """Count one more re-drive of `message` (as read, with its `redrive_attempts`); return the
+    new count, or None when another sweeper counted it first or it is answered meanwhile.
+
+    A conditional UPDATE on the count read: of two sweepers holding the same row, one wins.
+    The count is written before the turn runs, so a turn that kills its process counts too.
+    """
+    counted = Message.objects.filter(
+        pk=message.pk,
+        role=Message.Role.CUSTOMER,
+        state__in=PENDING_STATES,
+        redrive_attempts=message.redrive_attempts,
+    ).update(redrive_attempts=F("redrive_attempts") + 1, updated_at=timezone.now())
+    return message.redrive_attempts + 1 if counted else None
+
+
+@transaction.atomic
+def reply_fail(*, customer_message_id: int, text: str) -> Message | None:
+    """End a customer message the bot cannot answer: the message `failed`, its one reply
+    (the reserved row, or a new one) delivered as kind `failed` with `text`, announced as
+    `answer.completed` on commit. None when it was answered or failed meanwhile (one winner:
+    a conditional UPDATE of the message's state).
+    """
+    message = Message.objects.filter(pk=customer_message_id, role=Message.Role.CUSTOMER).first()
+    if message is None:
+        return None
+    failed = Message.objects.filter(pk=message.pk, state__in=PENDING_STATES).update(
+        state=Message.State.FAILED, updated_at=timezone.now()
+    )
+    if not failed:
+        return None
+    reply = (
+        Message.objects.select_for_update().filter(reply_to=message, role=Message.Role.BOT).first()
+    )
+    if reply is None:
+        reply = Message(
+            tenant_id=message.tenant_id,
+            conversation_id=message.conversation_id,
+            role=Message.Role.BOT,
+            reply_to=message,
+        )
+    reply.text = text
+    reply.kind = Message.Kind.FAILED
+    reply.citations = []
+    reply.state = Message.State.DELIVERED
+    reply.meta = {**(reply.meta or {}), "redrive_attempts": message.redrive_attempts}
+    reply.save()
+    Conversation.objects.filter(pk=message.conversation_id).update(last_message_at=timezone.now())
+    events.publish_on_commit(
+        message.conversation_id, events.answer_completed(message_as_event(reply))
+    )
     return reply

@@ -1,5 +1,8 @@
+import pytest
+
 from conversations import services
 from conversations.models import Message
+from supportbot.errors import ApplicationError
 
 
 def _exchange(conversation, i):
@@ -33,3 +36,20 @@ def test_summary_covers_older_messages_and_keeps_recent_ones_out(tenant):
     # Rebuildable: the same input gives the same summary; originals are untouched.
     assert services.conversation_summary_rebuild(conversation_id=conversation.pk) == summary
     assert Message.objects.filter(conversation=conversation).count() == 16
+
+
+@pytest.mark.parametrize(
+    ("client_message_id", "text", "field"),
+    [("m1", "hi \ud800", "text"), ("m\udfff", "hi", "client_message_id"), ("m1", "\x00", "text")],
+)
+def test_text_no_database_can_store_is_refused_with_the_field_named(
+    tenant, client_message_id, text, field
+):
+    customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id="s")
+    conversation = services.conversation_start(tenant=tenant, customer=customer)
+    with pytest.raises(ApplicationError) as refused:
+        services.message_receive(
+            conversation=conversation, client_message_id=client_message_id, text=text
+        )
+    assert (refused.value.code, refused.value.field) == ("invalid", field)
+    assert not Message.objects.filter(conversation=conversation).exists()

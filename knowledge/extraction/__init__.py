@@ -9,7 +9,11 @@ point into and what the public knowledge page shows.
 Uploads are untrusted: extraction is linear in the input, never recurses over the document
 tree, and stops with an `ExtractionError` (which fails the document with its message) at the
 limits in `Limits`: characters of text, PDF pages, PDF stream sizes, HTML nesting depth and a
-wall-clock deadline that is checked as the work proceeds.
+wall-clock deadline that is checked as the work proceeds. `guards` refuse what would expand
+past them before any parser runs (decompressed PDF streams, image pixels, line length, size),
+and indexing runs every extractor in a child process (`sandbox.extract_isolated`) under an
+address-space and CPU limit that is killed at the deadline, so what the guards miss costs the
+child, never the worker.
 
 `base` holds the content types, limits, versions and the `Extracted` result; `pdf` (with
 `pdf_layout`), `html` (with `html_tree`: chrome, removals and visible text), `text`
@@ -41,9 +45,11 @@ from knowledge.extraction.base import (
     Limits,
     extractor_version,
 )
+from knowledge.extraction.guards import input_check, text_check
 from knowledge.extraction.html import _extract_html
 from knowledge.extraction.pdf import _extract_pdf
 from knowledge.extraction.plain import _extract_plain
+from knowledge.extraction.sandbox import extract_isolated
 from knowledge.extraction.text import _extract_markdown
 
 __all__ = [
@@ -65,6 +71,7 @@ __all__ = [
     "Limits",
     "detect_content_type",
     "extract",
+    "extract_isolated",
     "extractor_version",
 ]
 
@@ -88,13 +95,16 @@ def detect_content_type(*, filename: str, declared: str, head: bytes) -> str | N
 
 
 def extract(*, data: bytes, content_type: str, limits: Limits | None = None) -> Extracted:
-    """Extract text and blocks; raise ExtractionError when there is no text to index or the
-    file passes one of `limits`."""
+    """Extract text and blocks in this process; raise ExtractionError when there is no text to
+    index or the file passes one of `limits` (`guards` check it before parsing). Indexing
+    extracts untrusted uploads in a child process instead (`extract_isolated`)."""
     limits = limits or Limits()
+    input_check(data, content_type, limits)
     if content_type == PDF:
         result = _extract_pdf(data, limits)
     else:
         text = _decode(data)
+        text_check(text, content_type, limits)
         if content_type == HTML:
             result = _extract_html(text, limits)
         elif content_type == MARKDOWN:

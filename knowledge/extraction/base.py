@@ -113,24 +113,38 @@ def extractor_version(content_type: str) -> int:
 HTML_MAX_DEPTH = 255
 
 
+# What an extraction child process may use by default (`sandbox`): address space, and the
+# longest line a text or Markdown file may hold (one 10 MiB line is not a help article).
+MEMORY_BYTES = 768 * 1024 * 1024
+MAX_LINE_CHARS = 200_000
+# All the streams of a PDF together may decompress to this many bytes (`guards`), and an image
+# may declare at most this many pixels (a 600 dpi A4 scan has 35 million).
+PDF_MAX_TOTAL_STREAM_BYTES = 4 * PDF_MAX_STREAM_BYTES
+PDF_MAX_IMAGE_PIXELS = 200_000_000
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one document may cost: characters of text, PDF pages, and a wall-clock deadline
-    (a `time.monotonic()` value) checked cooperatively while extracting."""
+    (a `time.monotonic()` value) checked cooperatively while extracting; the input's size, a
+    PDF's decompressed streams, an image's pixels and a line's length checked before parsing
+    (`guards`); the memory of the child process that extracts it (`sandbox`)."""
 
     max_chars: int = 20_000_000
     max_pages: int = 2000
     deadline: float | None = None
     seconds: float = 0.0
+    max_bytes: int = 64 * 1024 * 1024
+    max_stream_bytes: int = PDF_MAX_STREAM_BYTES
+    max_total_stream_bytes: int = PDF_MAX_TOTAL_STREAM_BYTES
+    max_image_pixels: int = PDF_MAX_IMAGE_PIXELS
+    max_line_chars: int = MAX_LINE_CHARS
+    memory_bytes: int = MEMORY_BYTES
 
     @classmethod
-    def within(cls, *, seconds: float, max_chars: int, max_pages: int) -> Limits:
-        return cls(
-            max_chars=max_chars,
-            max_pages=max_pages,
-            deadline=time.monotonic() + seconds,
-            seconds=seconds,
-        )
+    def within(cls, *, seconds: float, **limits: int) -> Limits:
+        """Limits whose deadline is `seconds` from now (the other fields as given)."""
+        return cls(deadline=time.monotonic() + seconds, seconds=seconds, **limits)
 
     def check_chars(self, chars: int, *, what: str = "file") -> None:
         """Raise ExtractionError when `chars` characters of text pass the limit."""
@@ -143,10 +157,17 @@ class Limits:
     def check_time(self) -> None:
         """Raise ExtractionError once the deadline has passed."""
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise ExtractionError(
-                f"Extraction stopped after {self.seconds:g} s, the time limit per document: "
-                "the file is too large or too complex; split it or simplify it."
-            )
+            raise ExtractionError(self.time_message())
+
+    def time_message(self, *, killed: bool = False) -> str:
+        """The document's error when extraction passes the deadline (`killed`: the process
+        extracting it did not stop by itself and was killed)."""
+        killed_note = " and was killed" if killed else ""
+        return (
+            f"Extraction stopped after {self.seconds:g} s, the time limit per document: it took "
+            f"longer than {self.seconds:g} s{killed_note}. The file is too large or too complex; "
+            "split it or simplify it."
+        )
 
 
 @dataclass(frozen=True)
@@ -191,6 +212,19 @@ class Extracted:
         self._parts: list[str] = []
         self._length = 0
         self._text: str | None = None
+
+    @classmethod
+    def of(cls, text: str, spans: list[tuple[int, int, int]], limits: Limits) -> Extracted:
+        """Rebuild a result from its text and its blocks' (level, start, end) spans (what an
+        extraction process sends back: a block's text is the text at its span)."""
+        result = cls(limits)
+        result._parts = [text] if text else []
+        result._length = len(text)
+        for level, start, end in spans:
+            if not (0 <= start <= end <= len(text)) or not 0 <= level <= 6:
+                raise ExtractionError("The extraction process sent back an invalid block.")
+            result.blocks.append(Block(text=text[start:end], level=level, start=start, end=end))
+        return result
 
     @property
     def text(self) -> str:

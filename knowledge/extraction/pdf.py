@@ -12,26 +12,30 @@ from pypdf.errors import LimitReachedError, PyPdfError
 
 from knowledge.extraction.base import (
     _JOIN,
-    PDF_MAX_STREAM_BYTES,
     Extracted,
     ExtractionError,
     Limits,
 )
 from knowledge.extraction.pdf_layout import PAGE_BREAK, layout_lines, unspaced
 
-_PDF_LIMITS = dict.fromkeys(
-    (
-        "maximum_declared_stream_length",
-        "array_based_stream_maximum_output_length",
-        "jbig2_maximum_output_length",
-        "lzw_maximum_output_length",
-        "run_length_maximum_output_length",
-        "zlib_maximum_output_length",
-        "brotli_maximum_output_length",
-        "image_maximum_buffer_size",
-    ),
-    PDF_MAX_STREAM_BYTES,
-) | {"stream_decoding_work_maximum_length": 4 * PDF_MAX_STREAM_BYTES}
+_PDF_OUTPUT_LIMITS = (
+    "maximum_declared_stream_length",
+    "array_based_stream_maximum_output_length",
+    "jbig2_maximum_output_length",
+    "lzw_maximum_output_length",
+    "run_length_maximum_output_length",
+    "zlib_maximum_output_length",
+    "brotli_maximum_output_length",
+    "image_maximum_buffer_size",
+)
+
+
+def pdf_limits(limits: Limits) -> dict[str, int]:
+    """pypdf's resource limits, tightened to `limits.max_stream_bytes` per stream."""
+    stream = limits.max_stream_bytes
+    return dict.fromkeys(_PDF_OUTPUT_LIMITS, stream) | {
+        "stream_decoding_work_maximum_length": 4 * stream
+    }
 
 
 def _extract_pdf(data: bytes, limits: Limits) -> Extracted:
@@ -40,7 +44,7 @@ def _extract_pdf(data: bytes, limits: Limits) -> Extracted:
     Any failure inside pypdf — a decompression bomb (LimitReachedError), a malformed file, or
     pypdf's own bugs on hostile input — becomes an ExtractionError with the reason."""
     try:
-        with apply_configuration(**_PDF_LIMITS):
+        with apply_configuration(**pdf_limits(limits)):
             lines = _pdf_lines(data, limits)
         if unspaced(lines):
             lines = layout_lines(data, limits)
@@ -49,7 +53,7 @@ def _extract_pdf(data: bytes, limits: Limits) -> Extracted:
     except LimitReachedError as exc:
         raise ExtractionError(
             f"The PDF expands beyond the safe limits (a stream may decompress to at most "
-            f"{PDF_MAX_STREAM_BYTES // (1024 * 1024)} MiB): {_reason(exc)}."
+            f"{limits.max_stream_bytes // (1024 * 1024)} MiB): {_reason(exc)}."
         ) from exc
     except PyPdfError as exc:
         raise ExtractionError(f"The PDF cannot be read: {_reason(exc)}.") from exc

@@ -26,7 +26,7 @@ from knowledge.extraction import (
     EXTRACTOR_VERSIONS,
     ExtractionError,
     Limits,
-    extract,
+    extract_isolated,
     extractor_version,
 )
 from knowledge.models import Chunk, Document, DocumentVersion
@@ -39,6 +39,7 @@ from knowledge.services.documents import (
     document_reindex,
     knowledge_revision_bump,
 )
+from knowledge.services.slots import Claim, indexing_slot_claim, indexing_slots_wake
 from knowledge.services.vector_index import VECTOR_INDEX_TASK, tenant_vector_index_due
 from supportbot.services import Actor
 
@@ -71,7 +72,7 @@ def _status_set(*, document_id: int, version: int, **fields) -> bool:
     )
 
 
-def _fail(*, document: Document, version: int, error: str) -> None:
+def _fail(*, document: Document, version: int, error: str) -> Document | None:
     """Mark the version failed with `error` (unless a newer version or a ready state won) and
     drop the passages it had stored but never made searchable."""
     logger.warning("knowledge document %s v%s failed: %s", document.pk, version, error)
@@ -89,40 +90,46 @@ def _fail(*, document: Document, version: int, error: str) -> None:
         Chunk.objects.filter(document_id=document.pk, version=version, is_live=False).exclude(
             document__live_version=version
         ).delete()
+    return Document.objects.filter(pk=document.pk).first()
 
 
 def document_index(*, document_id: int, version: int) -> Document | None:
     """Extract, chunk, embed and store one document version; safe to run twice.
 
     Does nothing for a deleted document, a superseded version, a version already ready, or
-    one that failed (a new upload or `document_reindex` starts over). Any error on the way —
-    a poison file, a limit, the embedder — ends the version `failed` with a message for the
-    admin; only a worker that dies outright leaves it for `documents_sweep_stuck`.
+    one that failed (a new upload or `document_reindex` starts over). Runs only in one of its
+    tenant's indexing slots (`slots`): when they are taken the document stays pending and the
+    task returns at once; a run that ends hands its slot on. Any error on the way — a poison
+    file, a limit, the embedder — ends the version `failed` with a message for the admin;
+    only a worker that dies outright leaves it for `documents_sweep_stuck`.
     """
     document = Document.objects.select_related("tenant").filter(pk=document_id).first()
-    if document is None or document.version != version:
-        return document
-    if document.status == Document.Status.FAILED or (
-        document.status == Document.Status.READY and document.live_version == version
+    if document is None:
+        return None
+    if (
+        document.version != version
+        or document.status == Document.Status.FAILED
+        or (document.status == Document.Status.READY and document.live_version == version)
     ):
+        indexing_slots_wake(tenant_id=document.tenant_id)
         return document
-    if not _status_set(
-        document_id=document_id,
-        version=version,
-        status=Document.Status.EXTRACTING,
-        attempts=document.attempts + 1,
-        error="",
-    ):
-        return document
+    claim = indexing_slot_claim(document=document, version=version)
+    if claim is not Claim.CLAIMED:
+        logger.info("knowledge document %s v%s not indexed now: %s", document_id, version, claim)
+        if claim is Claim.GONE:
+            indexing_slots_wake(tenant_id=document.tenant_id)
+        return Document.objects.filter(pk=document_id).first()
     try:
-        return _index_steps(document=document, version=version, deadline=_index_deadline())
+        result = _index_steps(document=document, version=version, deadline=_index_deadline())
     except ExtractionError as exc:
-        error = str(exc)
+        result = _fail(document=document, version=version, error=str(exc))
     except Exception as exc:
         logger.exception("knowledge document %s v%s: indexing crashed", document_id, version)
         error = f"Indexing failed ({type(exc).__name__}): {str(exc)[:500]}".rstrip(": ")
-    _fail(document=document, version=version, error=error)
-    return Document.objects.filter(pk=document_id).first()
+        result = _fail(document=document, version=version, error=error)
+    if result is None or result.is_final or result.version != version:
+        indexing_slots_wake(tenant_id=document.tenant_id)  # else a continuation keeps the slot
+    return result
 
 
 def _index_deadline() -> float:
@@ -133,10 +140,17 @@ def _index_deadline() -> float:
 
 
 def _extraction_limits() -> Limits:
+    """The per-document limits of the settings, the deadline starting now."""
     return Limits.within(
         seconds=settings.KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS,
         max_chars=settings.KNOWLEDGE_MAX_TEXT_CHARS,
         max_pages=settings.KNOWLEDGE_PDF_MAX_PAGES,
+        max_bytes=settings.KNOWLEDGE_MAX_UPLOAD_BYTES,
+        max_stream_bytes=settings.KNOWLEDGE_PDF_MAX_STREAM_BYTES,
+        max_total_stream_bytes=settings.KNOWLEDGE_PDF_MAX_TOTAL_STREAM_BYTES,
+        max_image_pixels=settings.KNOWLEDGE_PDF_MAX_IMAGE_PIXELS,
+        max_line_chars=settings.KNOWLEDGE_MAX_LINE_CHARS,
+        memory_bytes=settings.KNOWLEDGE_EXTRACT_MEMORY_MB * 1024 * 1024,
     )
 
 
@@ -151,7 +165,9 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
     source = DocumentVersion.objects.get(document_id=document_id, version=version)
     with source.file.open("rb") as fh:
         data = fh.read()
-    extracted = extract(data=data, content_type=source.content_type, limits=_extraction_limits())
+    extracted = extract_isolated(
+        data=data, content_type=source.content_type, limits=_extraction_limits()
+    )
     drafts = chunk_document(extracted)
     if not drafts:
         raise ExtractionError("The file has headings but no body text to index.")

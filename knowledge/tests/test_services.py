@@ -298,7 +298,7 @@ def test_failure_after_some_batches_removes_the_stored_passages(tenant):
 @pytest.mark.parametrize(
     "step",
     [
-        "knowledge.services.indexing.extract",
+        "knowledge.services.indexing.extract_isolated",
         "knowledge.services.indexing.chunk_document",
         "knowledge.services.indexing.embed_texts",
         "knowledge.services.indexing._chunk_batch_store",
@@ -316,7 +316,9 @@ def test_an_exception_in_any_indexing_step_fails_the_document(tenant, step):
 
 def test_recursion_error_inside_extraction_fails_the_document(tenant):
     document = upload(tenant, "returns.md", MD)
-    with mock.patch("knowledge.services.indexing.extract", side_effect=RecursionError("too deep")):
+    with mock.patch(
+        "knowledge.services.indexing.extract_isolated", side_effect=RecursionError("too deep")
+    ):
         services.document_index(document_id=document.pk, version=1)
     _assert_failed_without_chunks(document, "RecursionError")
 

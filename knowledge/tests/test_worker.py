@@ -14,9 +14,12 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django_q.conf import Conf
+from django_q.models import Task
+from rest_framework.test import APIClient
 
 from knowledge import services
 from knowledge.models import Chunk, Document
+from supportbot.services import api_key_create
 
 from . import poison
 
@@ -34,8 +37,9 @@ def _test_database_url() -> str:
 
 
 @pytest.fixture
-def qcluster(monkeypatch, tmp_path):
-    """A one-worker cluster on a private queue, against pytest-django's test database."""
+def qcluster(request, monkeypatch, tmp_path):
+    """A one-worker cluster on a private queue, against pytest-django's test database (more
+    environment for it by indirect parametrization: `{"Q_WORKERS": "2"}`)."""
     name = f"sbtest-{uuid.uuid4().hex[:8]}"
     monkeypatch.setattr(Conf, "CLUSTER_NAME", name)
     env = {
@@ -45,6 +49,7 @@ def qcluster(monkeypatch, tmp_path):
         "MEDIA_ROOT": str(settings.MEDIA_ROOT),
         "Q_CLUSTER_NAME": name,
         "Q_WORKERS": "1",
+        **getattr(request, "param", {}),
     }
     log_path = tmp_path / "qcluster.log"
     log = log_path.open("w")
@@ -59,6 +64,15 @@ def qcluster(monkeypatch, tmp_path):
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+
+
+def _upload(client, name: str, data: bytes, content_type: str = "application/octet-stream") -> int:
+    r = client.post(
+        "/api/v1/knowledge-documents",
+        {"file": SimpleUploadedFile(name, data, content_type=content_type)},
+    )
+    assert r.status_code == 202, r.content
+    return r.json()["id"]
 
 
 def _wait_ready(client, document_id: int, process, timeout: float = 180) -> dict:
@@ -175,3 +189,76 @@ def test_a_worker_killed_mid_indexing_leaves_the_document_ready_or_failed_never_
     assert final["status"] in ("ready", "failed")
     assert final["status"] == "ready", final["error"]
     assert qcluster.poll() is None  # the cluster lived on with a new worker
+
+
+MIB = 1024 * 1024
+# The poison corpus through the upload API: file, and what its document's error says.
+POISON_UPLOADS = {
+    "font-bomb.pdf": (poison.font_bomb_pdf, "(decompressed data too large)"),
+    "content-bomb.pdf": (poison.decompression_bomb_pdf, "(decompressed data too large)"),
+    "image-bomb.pdf": (poison.image_bomb_pdf, "100,000 x 100,000 pixels"),
+    "deep.html": (lambda: poison.nested_divs_html(20_000), "too deeply nested"),
+    "tiny-elements.html": (lambda: poison.tiny_elements_html(4 * MIB), "memory limit"),
+    "slow.md": (lambda: poison.slow_markdown(2 * MIB), "it took longer than 5 s"),
+    "one-line.txt": (lambda: poison.single_line_text(MIB), "a line longer than"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "qcluster",
+    [
+        {
+            "Q_WORKERS": "2",
+            "KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS": "5",
+            "KNOWLEDGE_EXTRACT_MEMORY_MB": "160",
+            "INDEXING_SLOTS_PER_TENANT": "1",
+        }
+    ],
+    indirect=True,
+)
+def test_a_tenants_poison_uploads_all_fail_with_reasons_while_another_tenant_indexes(
+    api_client, tenant, other_tenant, qcluster, shipping_html
+):
+    """Tenant A's bombs take one worker at a time (its slot); tenant B's upload, made after
+    all of them, is indexed by the other worker while A's still wait, pending: several of A's
+    documents end after B's is ready (without slots both workers take A's in upload order and
+    B's comes last)."""
+    uploads = {name: make() for name, (make, _) in POISON_UPLOADS.items()}
+    uploads |= {f"slow-{n}.md": poison.slow_markdown(MIB) for n in range(4)}
+    poison_ids = {name: _upload(api_client, name, data) for name, data in uploads.items()}
+    # A gzip inside a gzip is refused at upload: .gz is the one archive format accepted.
+    r = api_client.post(
+        "/api/v1/knowledge-documents",
+        {"file": SimpleUploadedFile("bomb.md.gz", poison.gzip_bomb(layers=1))},
+    )
+    assert r.status_code == 413, r.content
+    r = api_client.post(
+        "/api/v1/knowledge-documents",
+        {"file": SimpleUploadedFile("nested.md.gz.gz", poison.gzip_bomb(layers=2))},
+    )
+    assert r.status_code == 400, r.content
+
+    _, raw = api_key_create(tenant=other_tenant, name="partner-b")
+    other_client = APIClient()
+    other_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    other_id = _upload(other_client, "shipping.html", shipping_html, "text/html")
+    other = _wait_ready(other_client, other_id, qcluster)
+    assert other["status"] == "ready", other["error"]
+
+    for name, document_id in poison_ids.items():
+        body = _wait_ready(api_client, document_id, qcluster)
+        assert body["status"] == "failed", (name, body)
+        reason = POISON_UPLOADS[name][1] if name in POISON_UPLOADS else "took longer than 5 s"
+        assert reason in body["error"], (name, body["error"])
+    # q2's own records: B's document was indexed by a task that started before most of A's
+    # documents were (their first tasks found the slot taken and returned at once).
+    runs = [t for t in Task.objects.filter(func=services.INDEX_TASK) if t.result != "pending"]
+    started = {t.args[0]: t.started for t in runs}
+    after_b = [n for n, pk in poison_ids.items() if started[pk] > started[other_id]]
+    assert len(after_b) >= 2, (
+        f"tenant A held both workers until tenant B's upload got one: {started}"
+    )
+    assert not Chunk.objects.filter(document_id__in=poison_ids.values()).exists()
+    assert qcluster.poll() is None  # the workers lived through every bomb

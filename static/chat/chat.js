@@ -292,7 +292,17 @@
     },
     "conversation.owner": (ev) => {
       setStatus(ev.owner === "human" ? "Chatting with our team" : "Online");
-      if (ev.owner === "human") showNotice("A person from our team has joined the conversation.");
+      if (ev.owner === "human") {
+        // The bot stops where it was: a reply with no words yet was withdrawn.
+        typing.hidden = true;
+        for (const [id, el] of rendered) {
+          if (el.classList.contains("bot") && !el.querySelector(".body").textContent.trim()) {
+            el.remove();
+            rendered.delete(id);
+          }
+        }
+        showNotice("A person from our team has joined the conversation.");
+      }
       else showNotice("");
     },
     "feedback.saved": (ev) => {

@@ -137,3 +137,60 @@ def test_pages_outside_the_api_keep_html_errors(client, db):
     r = client.get("/no-such-page/")
     assert r.status_code == 404
     assert r["Content-Type"].startswith("text/html")
+
+
+@pytest.fixture
+def conversation_id(api_client):
+    created = api_client.post(
+        "/api/v1/conversations", {"customer": {"external_id": "c-surrogate"}}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    return created.json()["id"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"client_message_id": "m1", "text": "\ud800"}, "text"),
+        ({"client_message_id": "m1", "text": "refund me \udfff please"}, "text"),
+        ({"client_message_id": "m1", "text": "\ude00\ud83d"}, "text"),  # a pair the wrong way
+        ({"client_message_id": "m\udc00", "text": "hi"}, "client_message_id"),
+    ],
+    ids=["lone-high", "lone-low-inside", "reversed-pair", "in-client-message-id"],
+)
+def test_a_lone_surrogate_in_a_message_is_a_400_naming_the_field(
+    api_client, conversation_id, payload, field
+):
+    body = json.dumps(payload)  # ensure_ascii: the surrogate travels as a \\udXXX escape
+    assert "\\ud" in body
+    r = api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages",
+        data=body,
+        content_type="application/json",
+    )
+    error = assert_json_error(r, 400, "invalid", field=field)
+    assert "surrogate" in error["detail"]
+    assert (
+        api_client.get(f"/api/v1/conversations/{conversation_id}/messages").json()["results"] == []
+    )
+
+
+def test_a_surrogate_pair_and_an_escaped_backslash_before_ud800_are_text(
+    api_client, conversation_id
+):
+    body = json.dumps({"client_message_id": "m1", "text": "thanks \U0001f600 C:\\ud800"})
+    assert "\\ud83d\\ude00" in body
+    assert "\\\\ud800" in body
+    r = api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages",
+        data=body,
+        content_type="application/json",
+    )
+    assert r.status_code == 201, r.content
+    assert r.json()["message"]["text"] == "thanks \U0001f600 C:\\ud800"
+
+
+def test_a_lone_surrogate_in_a_nested_field_is_a_400(api_client):
+    body = json.dumps({"customer": {"external_id": "c1", "name": "Ann \ud800"}})
+    r = api_client.post("/api/v1/conversations", data=body, content_type="application/json")
+    assert_json_error(r, 400, "invalid", field="customer.name")

@@ -13,7 +13,8 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
-from supportbot.middleware import TrustedProxyMiddleware, client_address, parse_networks
+from supportbot.client_address import client_address, parse_networks
+from supportbot.middleware import TrustedProxyMiddleware
 from supportbot.models import validate_origin
 from supportbot.tests.factories import UserFactory
 

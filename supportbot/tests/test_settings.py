@@ -42,6 +42,7 @@ def run_django(tmp_path, args: list[str], **env: str) -> subprocess.CompletedPro
             "ACTIONS_ENCRYPTION_KEY",
             "ENCRYPTION_MASTER_KEYS",
             "BLIND_INDEX_KEYS",
+            "SUPPORTBOT_ENV",
         )
     }
     return subprocess.run(  # noqa: S603 - our own interpreter and manage.py
@@ -230,3 +231,93 @@ def test_only_the_embedded_servers_socket_counts_as_development(tmp_path, monkey
     )
     assert not devservices.is_embedded_postgres_url("postgresql://sb:pw@db.internal:5432/sb")
     assert not devservices.is_embedded_postgres_url("postgresql://sb@/sb?host=/var/run/postgresql")
+
+
+SECURE_VALUES = (
+    "import json, django; django.setup(); from django.conf import settings as s; "
+    "print(json.dumps({k: getattr(s, k) for k in ['SUPPORTBOT_ENV', 'SESSION_COOKIE_SECURE', "
+    "'CSRF_COOKIE_SECURE', 'SECURE_SSL_REDIRECT', 'SECURE_HSTS_SECONDS', "
+    "'SECURE_REDIRECT_EXEMPT']}))"
+)
+
+
+def _values(r: subprocess.CompletedProcess) -> dict:
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_production_is_said_by_supportbot_env_not_guessed_from_the_database(tmp_path):
+    # No DATABASE_URL (the embedded default): still production unless told otherwise.
+    keys_only = {k: v for k, v in PRODUCTION.items() if k != "DATABASE_URL"}
+    refused = run_django(tmp_path, ["manage.py", "check"], **keys_only)
+    assert refused.returncode != 0
+    assert "ImproperlyConfigured: DJANGO_SECRET_KEY is not set" in refused.stderr
+    values = _values(
+        run_django(tmp_path, ["-c", SECURE_VALUES], **keys_only, DJANGO_SECRET_KEY="x" * 64)
+    )
+    assert values["SUPPORTBOT_ENV"] == "production"
+    assert values["SESSION_COOKIE_SECURE"] is values["CSRF_COOKIE_SECURE"] is True
+    assert values["SECURE_SSL_REDIRECT"] is True
+    assert values["SECURE_HSTS_SECONDS"] >= 31536000
+    # Prometheus scrapes /metrics over plain http inside the cluster, like the probes.
+    assert {"^healthz$", "^readyz$", "^metrics$"} <= set(values["SECURE_REDIRECT_EXEMPT"])
+
+
+def test_production_with_debug_on_keeps_the_secure_defaults(tmp_path):
+    values = _values(
+        run_django(
+            tmp_path,
+            ["-c", SECURE_VALUES],
+            **PRODUCTION,
+            DJANGO_SECRET_KEY="x" * 64,
+            DJANGO_DEBUG="1",
+        )
+    )
+    assert values["SESSION_COOKIE_SECURE"] is True
+    assert values["SECURE_SSL_REDIRECT"] is True
+
+
+def test_development_serves_plain_http_whatever_the_database(tmp_path):
+    values = _values(
+        run_django(
+            tmp_path,
+            ["-c", SECURE_VALUES],
+            **PRODUCTION,
+            DJANGO_SECRET_KEY="x" * 64,
+            SUPPORTBOT_ENV="development",
+        )
+    )
+    assert values["SUPPORTBOT_ENV"] == "development"
+    assert values["SESSION_COOKIE_SECURE"] is False
+    assert values["SECURE_SSL_REDIRECT"] is False
+    assert values["SECURE_HSTS_SECONDS"] == 0
+
+
+def test_an_unknown_supportbot_env_stops_the_start(tmp_path):
+    r = run_django(tmp_path, ["manage.py", "check"], SUPPORTBOT_ENV="prod")
+    assert r.returncode != 0
+    assert "SUPPORTBOT_ENV='prod'" in r.stderr
+
+
+def test_every_way_of_starting_says_which_environment_it_is():
+    assert "export SUPPORTBOT_ENV ?= development" in (ROOT / "Makefile").read_text()
+    assert "SUPPORTBOT_ENV=test" in (ROOT / "Makefile").read_text()
+    assert "export SUPPORTBOT_ENV=test" in (ROOT / ".ci" / "run").read_text()
+    assert (
+        "SUPPORTBOT_ENV=${SUPPORTBOT_ENV:-development}" in (ROOT / "scripts" / "run.sh").read_text()
+    )
+    assert "SUPPORTBOT_ENV=production" in (ROOT / "Dockerfile").read_text()
+    assert (
+        "SUPPORTBOT_ENV: production"
+        in (ROOT / "deploy" / "k8s" / "base" / "configmap.yaml").read_text()
+    )
+    # This very run: the pytest plugin said `test` before settings were read.
+    assert settings.SUPPORTBOT_ENV == "test"
+    assert settings.SESSION_COOKIE_SECURE is False
+
+
+def test_websockets_are_not_kept_open_for_a_day():
+    for script in (ROOT / "scripts" / "run.sh", ROOT / "deploy" / "entrypoint.sh"):
+        text = script.read_text()
+        assert "--websocket_timeout" in text, script
+        assert "DAPHNE_WEBSOCKET_TIMEOUT_S:-3600" in text, script

@@ -41,7 +41,7 @@ class Command(BaseCommand):
         devservices.services_start(
             postgres=settings.EMBEDDED_POSTGRES,
             valkey=settings.EMBEDDED_REDIS,
-            dev_files=settings.DEV_HTTP,
+            dev_files=not settings.PRODUCTION,
         )
         if settings.EMBEDDED_POSTGRES:
             # Re-run after migrations (scripts/run.sh does): the audit trail's table must
