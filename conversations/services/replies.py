@@ -117,7 +117,9 @@ def conversation_while_bot_owns(*, conversation_id: int) -> Iterator[bool]:
     The row is read FOR KEY SHARE: an agent's claim (`conversation_set_owner`, FOR UPDATE)
     waits until the block ends, and its `conversation.owner` event is sent on its commit, so
     whatever the bot sends inside the block reaches every client before the agent's takeover.
-    Once an agent owns the conversation, the block yields False: send nothing.
+    Once an agent owns the conversation, the block yields False: send nothing. Raise NotFound
+    when the conversation is gone (its customer was erased while the turn ran): the turn ends
+    with `not_found` rather than reporting a reply nobody can read.
     """
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -126,7 +128,9 @@ def conversation_while_bot_owns(*, conversation_id: int) -> Iterator[bool]:
                 [conversation_id],
             )
             row = cursor.fetchone()
-        yield row is not None and row[0] == Conversation.Owner.BOT
+        if row is None:
+            raise NotFound("No such conversation.")
+        yield row[0] == Conversation.Owner.BOT
 
 
 @transaction.atomic

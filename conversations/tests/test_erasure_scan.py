@@ -30,13 +30,15 @@ from chat.identity import identity_token_make
 from chat.orchestrator.answer_cache import CACHE_CONTEXT
 from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
 from config.asgi import application
-from conversations import services
+from conversations import customer_data, services
 from conversations.models import Customer, Message
 from conversations.tests import marker_scan
 from handoffs.models import Handoff
 from inference import gateway
 from supportbot import encryption
+from supportbot.errors import NotFound
 from supportbot.models import IdempotencyKey
+from supportbot.services import Actor
 from supportbot.tests.factories import MembershipFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -424,7 +426,9 @@ def test_a_message_post_in_flight_when_the_erasure_commits_saves_nothing(
             messages_api.limits, "message_enforce", hold(messages_api.limits.message_enforce)
         )
     else:
-        monkeypatch.setattr(services, "reply_finalize", hold(services.reply_finalize))
+        monkeypatch.setattr(
+            services, "conversation_while_bot_owns", hold(services.conversation_while_bot_owns)
+        )
 
     result: dict = {}
 
@@ -457,3 +461,25 @@ def test_a_message_post_in_flight_when_the_erasure_commits_saves_nothing(
     marker_scan.scan_database(scan)
     marker_scan.scan_redis(scan, marker_scan.redis_client())
     assert scan.findings == []
+
+
+def test_a_reply_finalized_after_its_customers_erasure_is_not_saved_again(tenant, markers):
+    """`reply_finalize` is handed the reply row read before the erasure: it must not insert
+    it again (a plain save() falls back to INSERT when its UPDATE matches nothing)."""
+    customer = services.customer_get_or_create_verified(tenant=tenant, external_id="crm-late")
+    conversation = services.conversation_start(tenant=tenant, customer=customer)
+    message, _ = services.message_receive(
+        conversation=conversation, client_message_id="q1", text=f"my SSN is {markers.ssn}"
+    )
+    reply = services.reply_reserve(customer_message=message)
+    customer_data.customer_erase(tenant=tenant, external_id="crm-late", actor=Actor.system("t"))
+
+    with pytest.raises(NotFound):
+        services.reply_finalize(
+            reply=reply,
+            text=f"Noted, {markers.name}.",
+            kind=Message.Kind.ANSWER,
+            citations=[],
+            customer_state=Message.State.ANSWERED,
+        )
+    assert not Message.objects.filter(pk__in=[message.pk, reply.pk]).exists()
