@@ -115,14 +115,14 @@ def all_logs(caplog):
     return caplog
 
 
-def post(client, path: str, body: dict, key: str | None = None, expect: int = 201) -> dict:
+def post(client, path: str, body: dict, *, key: str | None = None, expect: int = 201) -> dict:
     headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     r = client.post(path, body, format="json", **headers)
     assert r.status_code == expect, r.content
     return r.json()
 
 
-def console_post(client: Client, path: str, body: dict, expect: int = 200) -> dict:
+def console_post(client: Client, path: str, body: dict, *, expect: int = 200) -> dict:
     r = client.post(path, body, content_type="application/json")
     assert r.status_code == expect, r.content
     return r.json()
@@ -203,13 +203,16 @@ def partner_conversation(api_client, m: Markers, agent_client) -> int:
     base = f"/console/api/handoffs/{handoff['id']}"
     console_post(agent_client, f"{base}/claim", {"expected_version": 1})
     console_post(
-        agent_client, f"{base}/reply", {"text": f"Hi {m.name}, card {m.card} is blocked"}, 201
+        agent_client,
+        f"{base}/reply",
+        {"text": f"Hi {m.name}, card {m.card} is blocked"},
+        expect=201,
     )
     console_post(
         agent_client,
         f"/console/api/conversations/{conv['id']}/notes",
         {"text": f"{m.name} read out SSN {m.ssn}; contact {m.email}"},
-        201,
+        expect=201,
     )
     return conv["id"]
 
