@@ -101,7 +101,13 @@ async def propose(conversation: Conversation, message: Message):
     if not grounded or (
         tool == "request_refund" and action_intents.refund_kind(message.text) != "request"
     ):
-        logger.info("model proposal %s %s not grounded in the message; ignored", tool, arguments)
+        # The tool and the message id only: the model's arguments (its `reason` above all)
+        # quote the customer, and logs outlive an erasure.
+        logger.info(
+            "model proposal %s for message %s not grounded in the message; ignored",
+            tool if action_registry.tool_get(tool) else "unknown",
+            message.pk,
+        )
         return proposal
     return action_intents.Proposal(tool=tool, arguments=arguments, source="model")
 

@@ -42,7 +42,9 @@ async def test_anonymous_sessions_per_ip_and_tenant_are_limited(
     assert [r["type"] for r in replies] == ["session.ready"] * 3 + ["rate_limited"] * 2
     limited = replies[3]
     assert limited["limit"] == "session_anonymous"
-    assert 1 <= limited["retry_after"] <= 600
+    # The window slides: three hits in this window keep the next one out until the window
+    # ends and a third of the next has passed (a third of them slid out), so up to 800 s.
+    assert 1 <= limited["retry_after"] <= 800
     assert limited["event_type"] == "session.start"
     assert await database_sync_to_async(Customer.objects.filter(tenant=tenant).count)() == 3
     # Another address, or another tenant, is counted apart.

@@ -14,6 +14,7 @@ from conversations import events
 from conversations.models import Conversation, Message
 from conversations.services.conversations import conversation_summary_due
 from conversations.services.messages import message_announce, message_as_event
+from supportbot.errors import NotFound
 from supportbot.queue import task_enqueue_on_commit
 
 
@@ -71,7 +72,14 @@ def reply_finalize(
     customer_state: str,
     stats: dict[str, Any] | None = None,
 ) -> Message:
-    """Save the final reply text and stats, mark both messages final, announce on commit."""
+    """Save the final reply text and stats, mark both messages final, announce on commit.
+
+    Raise NotFound when the conversation was erased while the reply was being composed: the
+    reply row is locked first, so an erasure either waits for this commit or has already
+    deleted the row (a plain `save()` would then re-insert the reply of an erased customer).
+    """
+    if not Message.objects.select_for_update().filter(pk=reply.pk).exists():
+        raise NotFound("No such conversation.")
     stats = stats or {}
     reply.text = text
     reply.kind = kind
@@ -109,7 +117,9 @@ def conversation_while_bot_owns(*, conversation_id: int) -> Iterator[bool]:
     The row is read FOR KEY SHARE: an agent's claim (`conversation_set_owner`, FOR UPDATE)
     waits until the block ends, and its `conversation.owner` event is sent on its commit, so
     whatever the bot sends inside the block reaches every client before the agent's takeover.
-    Once an agent owns the conversation, the block yields False: send nothing.
+    Once an agent owns the conversation, the block yields False: send nothing. Raise NotFound
+    when the conversation is gone (its customer was erased while the turn ran): the turn ends
+    with `not_found` rather than reporting a reply nobody can read.
     """
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -118,7 +128,9 @@ def conversation_while_bot_owns(*, conversation_id: int) -> Iterator[bool]:
                 [conversation_id],
             )
             row = cursor.fetchone()
-        yield row is not None and row[0] == Conversation.Owner.BOT
+        if row is None:
+            raise NotFound("No such conversation.")
+        yield row[0] == Conversation.Owner.BOT
 
 
 @transaction.atomic
