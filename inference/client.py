@@ -7,7 +7,9 @@ first event, a non-200 status, a `data: {"error": …}` event, a malformed chunk
 ends (or breaks) before `[DONE]`. `WorkerFailure.started` tells whether any chunk had already
 been yielded, `retryable` whether another worker may be tried, `breaker` whether the failure
 speaks against the worker (a 4xx for a bad request does not), `accepted` whether the worker
-had answered 200 (so its engine took the request and may have spent tokens on it: metered).
+had answered 200 (so its engine took the request and may have spent tokens on it: metered),
+`resend` whether the same worker may be asked once more (the connection closed before any
+response: most often a kept-alive connection the server had just closed).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class WorkerFailure(Exception):
         breaker: bool = True,
         status: int | None = None,
         accepted: bool = False,
+        resend: bool = False,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
@@ -45,6 +48,7 @@ class WorkerFailure(Exception):
         self.breaker = breaker
         self.status = status
         self.accepted = accepted
+        self.resend = resend
 
 
 @dataclass
@@ -218,6 +222,16 @@ async def _send(
         raise WorkerFailure("no response before the first-byte timeout", started=False) from exc
     except httpx.TimeoutException as exc:
         raise WorkerFailure(f"timeout: {exc.__class__.__name__}", started=False) from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        # Connected, then closed or reset before any response: a pooled connection the server
+        # closed as idle just as it was reused looks exactly like this. Not the worker's fault
+        # by itself; a dead worker refuses the next connection and is marked down then.
+        raise WorkerFailure(
+            f"connection closed before a response: {exc!r}",
+            started=False,
+            breaker=False,
+            resend=True,
+        ) from exc
     except httpx.TransportError as exc:
         raise WorkerFailure(f"connection failed: {exc!r}", started=False) from exc
 

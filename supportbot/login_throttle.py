@@ -65,7 +65,10 @@ def login_failure_record(*, username: str, ip: str) -> None:
                 settings.LOGIN_LOCKOUT_MAX_S, settings.LOGIN_LOCKOUT_BASE_S * 2 ** (over - 1)
             )
         else:
-            seconds = max(1, decision.retry_after)
+            # Until the window ends, never longer: the sliding estimate may take up to two
+            # windows to fall under the limit, but a lock that outlives one window would let a
+            # stranger keep the real user out with a few guesses an hour.
+            seconds = max(1, min(decision.retry_after, limit.window))
         ratelimit.lockout_set(name=name, key=key, seconds=seconds)
 
 

@@ -11,8 +11,10 @@ Failure contract:
   deadline, every attempt failed before any text was yielded, or Redis (admission) is down.
 - `UpstreamRejected`: the worker refused the request itself (4xx), not retried.
 - `StreamBroken` (`partial_text`): the stream failed after text was yielded. A failure before
-  the first text is retried on another worker (at most `max_attempts` attempts); after it,
-  never: the caller must fall back or hand off, never show a silently truncated answer.
+  the first text is retried on another worker (at most `max_attempts` attempts; a connection
+  that closed before any response, as a reused idle one can, may go to the same worker once
+  more); after it, never: the caller must fall back or hand off, never show a silently
+  truncated answer. A `PoolUnavailable` after failed attempts names the last one's failure.
 Metering: every attempt a worker took is one `InferenceUsage` row, however it ends — `ok`,
 `stream_broken`, `error` (failed after the worker answered 200, before any text) or
 `cancelled` (the caller broke out, called `aclose()`, was cancelled or timed out) — with the

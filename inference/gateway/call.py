@@ -130,6 +130,8 @@ class ChatCall:
     queue_deadline: float
     route_key: str
     tried: set[str] = field(default_factory=set)
+    resent: set[str] = field(default_factory=set)  # workers asked again after a closed connection
+    last_failure: str | None = None  # "<worker>: <detail>" of the latest failed attempt
     attempts: int = 0
     outcome: str = "error"  # how the request is counted when settled
     billed: int = 0  # tokens of every metered attempt: what the tenant's bucket is charged
@@ -146,10 +148,16 @@ class ChatCall:
                 exclude=frozenset(self.tried),
                 deadline=self.queue_deadline,
             )
-        except PoolUnavailable:
+        except PoolUnavailable as exc:
             telemetry.ADMISSION_REJECTIONS.labels("pool_unavailable").inc()
             self.outcome = "unavailable"
-            raise
+            if self.last_failure is None:
+                raise
+            # Say why the workers already tried are out, not only that none is left.
+            raise PoolUnavailable(
+                f"{exc.detail}; the last attempt failed on {self.last_failure}",
+                retry_after=exc.retry_after,
+            ) from exc
         return ws
 
     # ------------------------------------------------------------ one attempt
@@ -251,7 +259,11 @@ class ChatCall:
                 partial_text="".join(received.parts),
                 worker=ws.name,
             ) from failure
-        self.tried.add(ws.name)
+        self.last_failure = f"{ws.name}: {failure.detail}"
+        if failure.resend and ws.name not in self.resent:
+            self.resent.add(ws.name)  # once per worker: the same one may be picked again
+        else:
+            self.tried.add(ws.name)
         if not failure.retryable and failure.status is not None:
             self.outcome = "rejected"
             raise UpstreamRejected(failure.detail) from failure

@@ -58,6 +58,7 @@ class Behaviour:
     break_after: int | None = None  # drop the connection after N events
     error_after: int | None = None  # send a `data: {"error": …}` event after N events
     drop_done: bool = False  # end the body cleanly but without `data: [DONE]`
+    close_unanswered: int = 0  # close the next N chat connections after the request, no answer
     running: float = 0.0  # replaces vllm:num_requests_running in /metrics
     waiting: float = 0.0
     kv: float = 0.0
@@ -149,6 +150,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.state.chat_headers.append({k.lower(): v for k, v in self.headers.items()})
         if self.path != "/v1/chat/completions":
             self._send(404, b"{}", "application/json")
+            return
+        with self.server.state.lock:
+            unanswered = b.close_unanswered > 0
+            b.close_unanswered -= int(unanswered)
+        if unanswered:  # as a server closing a kept-alive connection as it is reused
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
             return
         if b.first_byte_delay_s:
             time.sleep(b.first_byte_delay_s)

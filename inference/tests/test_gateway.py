@@ -162,6 +162,29 @@ async def test_server_error_before_first_byte_is_retried_on_another_worker(
     assert result.worker == "w-b"
 
 
+async def test_a_connection_closed_before_any_response_is_resent_to_the_same_worker_once(
+    pool, one_worker, replay, tenant_id
+):
+    # The only healthy worker closes one connection unanswered (a reused idle connection the
+    # server had just closed): the request goes to it again instead of failing with a 503.
+    replay.behaviour.close_unanswered = 1
+    _, result = await run(tenant_id=tenant_id)
+    assert result.text == fixture_text()
+    assert len(replay.state.chat_requests) == 2
+    assert pool.workers["w-a"].healthy is True
+
+
+async def test_a_worker_that_keeps_closing_unanswered_fails_with_the_reason_and_no_loop(
+    pool, one_worker, replay, tenant_id
+):
+    replay.behaviour.close_unanswered = 100
+    with pytest.raises(PoolUnavailable) as err:
+        await run(tenant_id=tenant_id)
+    assert len(replay.state.chat_requests) == 2, "resent once, then the worker counts as tried"
+    assert "w-a: connection closed before a response" in err.value.detail
+    assert await pool.limiter.in_flight(tenant_id=tenant_id) == 0
+
+
 async def test_break_mid_stream_raises_stream_broken_with_the_partial_text(
     pool, one_worker, replay, tenant_id
 ):

@@ -140,8 +140,14 @@ def test_a_stranger_locks_only_his_own_address_not_the_user(user, strict_limits)
     assert again.status_code == 429
 
 
-def test_guessing_spread_over_many_addresses_hits_the_slower_per_user_limit(user, strict_limits):
+def test_guessing_spread_over_many_addresses_hits_the_slower_per_user_limit(
+    user, strict_limits, monkeypatch
+):
     strict_limits(login_user="3/900", login_user_global="6/3600")
+    # 10 s into an hour window: the sliding estimate stays over the limit for more than an
+    # hour here, and the lock must still end within the window's length.
+    start = (int(ratelimit.time.time() // 3600) + 1) * 3600 + 10.0
+    monkeypatch.setattr(ratelimit.time, "time", lambda: start)
     for n in range(7):  # two failures from each of several addresses: none is locked alone
         Client(REMOTE_ADDR=f"203.0.113.{n // 2 + 1}").post(
             "/console/login/", {"username": user.username, "password": f"guess{n}"}
