@@ -33,9 +33,11 @@ GENEROUS = "100000/60"
 @pytest.fixture
 def web(tmp_path):
     """Two daphne processes on the test database; message limits out of the way (this is
-    about duplicates, not limits), no answer cache (each turn really answers)."""
+    about duplicates, not limits), no answer cache (each turn really answers), and a reply
+    never stale within a test (a slow machine must not make a takeover legitimate)."""
     env = {
         "ANSWER_CACHE_ENABLED": "0",
+        "ANSWER_STALE_AFTER_S": "3600",
         "RATE_LIMIT_MESSAGE_CUSTOMER": GENEROUS,
         "RATE_LIMIT_MESSAGE_CONVERSATION": GENEROUS,
         "RATE_LIMIT_MESSAGE_IP": GENEROUS,
@@ -124,6 +126,7 @@ def test_same_client_message_id_posted_at_once_to_two_processes_saves_and_answer
     assert len(bot) == 1, [(m.pk, m.kind, m.state) for m in bot]
     assert bot[0].reply_to_id == customer[0].pk
     assert bot[0].state == Message.State.DELIVERED
+    assert "taken_over_at" not in bot[0].meta, bot[0].meta  # one turn answered, none took over
     # Whoever carries the reply carries that one row; the others were told it is pending.
     replies = {resp.json()["reply"]["id"] for resp in responses if resp.json()["reply"]}
     assert replies == {bot[0].pk}
@@ -230,6 +233,7 @@ def test_same_client_message_id_from_two_tabs_and_rest_at_once_is_one_message_on
     message_id, reply_id = customer[0].pk, bot[0].pk
     assert bot[0].reply_to_id == message_id
     assert bot[0].state == Message.State.DELIVERED
+    assert "taken_over_at" not in bot[0].meta, bot[0].meta  # one turn answered, none took over
 
     # Each sender got one acknowledgement of the same message; exactly one of them saved it.
     assert response.status_code in (200, 201), response.text
