@@ -17,16 +17,12 @@ seeded and in process (WSGI).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from django.test import Client
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -37,17 +33,23 @@ from schemathesis.specs.openapi.checks import (
 from actions.models import ActionRequest
 from actions.tests.shop import shop_connect
 from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
-from handoffs.models import Handoff
 from supportbot.models import AuditEvent
-from supportbot.services import api_key_create
 from supportbot.tests.factories import MembershipFactory, TenantFactory
-from supportbot.tests.webprocs import ROOT, start_web
+from supportbot.tests.schemathesis_world import (
+    World,
+    conversation_create,
+    explicit_steps,
+    ok_json,
+    partner_client,
+    refund_card,
+    say,
+)
+from supportbot.tests.webprocs import start_web
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 GENERATED_EXAMPLES = 4
 SEED = 20261207
-WARRANTY_PDF = ROOT / "demo" / "helpcenter" / "warranty.pdf"
 CSRF = "schemathesis0csrf0token000000000"  # an unmasked 32-character CSRF secret
 CHECKS = [
     not_a_server_error,
@@ -73,57 +75,12 @@ LIMIT_ENV = {
 }
 
 
-@dataclass
-class World:
-    """Ids of real objects; `own` belong to the key's tenant, `foreign` to another tenant."""
-
-    headers: dict[str, str]
-    cookies: dict[str, str]
-    own: dict[str, Any]
-    foreign: dict[str, Any]
-    extra: dict[str, Any] = field(default_factory=dict)
-    # Transport arguments: over HTTP, a first message waits for the process to load its
-    # embedding model (seconds on a busy 2-core machine; requests' default is 10 s).
-    call: dict[str, Any] = field(default_factory=dict)
-
-
-def _partner(tenant) -> APIClient:
-    _key, raw = api_key_create(tenant=tenant, name="schemathesis")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    client.raw_key = raw
-    return client
-
-
-def _ok(response) -> dict:
-    assert 200 <= response.status_code < 300, response.content
-    return response.json()
-
-
-def _conversation(client: APIClient, external_id: str) -> int:
-    body = {"customer": {"external_id": external_id, "name": "Dana"}}
-    return _ok(client.post("/api/v1/conversations", body, format="json"))["id"]
-
-
-def _say(client: APIClient, conversation_id: int, client_id: str, text: str) -> dict:
-    body = {"client_message_id": client_id, "text": text}
-    url = f"/api/v1/conversations/{conversation_id}/messages"
-    return _ok(client.post(url, body, format="json"))
-
-
-def _card(client: APIClient, conversation_id: int, client_id: str, text: str) -> dict:
-    card = _say(client, conversation_id, client_id, text)["action"]
-    assert card is not None, card
-    assert card["needs_confirmation"], card
-    return card
-
-
 @pytest.fixture
 def world(transactional_db, settings, orders) -> World:
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     tenant = TenantFactory(slug="st-world")
     shop_connect(tenant, orders, timeout_seconds=5.0)
-    partner = _partner(tenant)
+    partner = partner_client(tenant)
     admin = MembershipFactory(tenant=tenant, role="admin").user
     admin.is_staff = True  # the ops feed is for staff; the tenant's API for its members
     admin.save(update_fields=["is_staff"])
@@ -132,23 +89,23 @@ def world(transactional_db, settings, orders) -> World:
 
     returns = index_document(tenant, "Returns and refunds", RETURNS_MD)
     doomed = index_document(tenant, "Shipping", SHIPPING_MD)
-    conversation = _conversation(partner, "cust-1001")
-    answered = _say(partner, conversation, "w1", "How long do refunds take?")
-    to_confirm = _card(partner, conversation, "w2", "please refund $12 for A-1042")
-    to_cancel = _card(partner, conversation, "w3", "please refund $13 for A-1042")
-    to_approve = _card(partner, conversation, "w4", "please refund $120 for A-1043")
+    conversation = conversation_create(partner, "cust-1001")
+    answered = say(partner, conversation, "w1", "How long do refunds take?")
+    to_confirm = refund_card(partner, conversation, "w2", "please refund $12 for A-1042")
+    to_cancel = refund_card(partner, conversation, "w3", "please refund $13 for A-1042")
+    to_approve = refund_card(partner, conversation, "w4", "please refund $120 for A-1043")
     confirm_url = f"/api/v1/conversations/{conversation}/actions/{to_approve['id']}/confirm"
-    approval = _ok(partner.post(confirm_url, {"version": to_approve["version"]}, format="json"))
+    approval = ok_json(partner.post(confirm_url, {"version": to_approve["version"]}, format="json"))
     assert approval["state"] == "awaiting_approval", approval
-    handed = _conversation(partner, "cust-1002")
-    handoff = _ok(partner.post(f"/api/v1/conversations/{handed}/handoffs", {}, format="json"))
-    gone = _conversation(partner, "cust-gone")
+    handed = conversation_create(partner, "cust-1002")
+    handoff = ok_json(partner.post(f"/api/v1/conversations/{handed}/handoffs", {}, format="json"))
+    gone = conversation_create(partner, "cust-gone")
 
     other = TenantFactory(slug="st-other")
-    stranger = _partner(other)
-    other_conversation = _conversation(stranger, "cust-globex-only")
-    other_said = _say(stranger, other_conversation, "o1", "hello")
-    other_handoff = _ok(
+    stranger = partner_client(other)
+    other_conversation = conversation_create(stranger, "cust-globex-only")
+    other_said = say(stranger, other_conversation, "o1", "hello")
+    other_handoff = ok_json(
         stranger.post(f"/api/v1/conversations/{other_conversation}/handoffs", {}, format="json")
     )
     other_document = index_document(other, "Other returns", RETURNS_MD)
@@ -184,183 +141,6 @@ def world(transactional_db, settings, orders) -> World:
     )
 
 
-def _version(handoff_id: int) -> int:
-    return Handoff.objects.get(pk=handoff_id).version
-
-
-def _explicit_steps(w: World) -> list[tuple[str, str, dict]]:
-    """(method, path, Case arguments) in an order where each step can succeed.
-
-    An argument may be a function of no arguments, called just before its step (versions
-    move as earlier steps run)."""
-    own, x = w.own, w.extra
-    conv = {"conversation_id": own["conversation_id"]}
-    handoff = {"handoff_id": own["handoff_id"]}
-    json = "application/json"
-    # Schemathesis names a file part after its field plus the extension its magic bytes show
-    # (`file.pdf`): a PDF is the one accepted type it recognises.
-    upload = {"file": WARRANTY_PDF.read_bytes(), "title": "Warranty"}
-    return [
-        ("GET", "/api/v1/tenant", {}),
-        ("GET", "/api/v1/audit-events", {"query": {"limit": 5}}),
-        (
-            "GET",
-            "/api/v1/audit-events/{event_id}",
-            {"path_parameters": {"event_id": own["event_id"]}},
-        ),
-        (
-            "POST",
-            "/api/v1/conversations",
-            {"body": {"customer": {"external_id": "cust-1003"}}, "media_type": json},
-        ),
-        ("GET", "/api/v1/conversations/{conversation_id}/messages", {"path_parameters": conv}),
-        (
-            "POST",
-            "/api/v1/conversations/{conversation_id}/messages",
-            {
-                "path_parameters": conv,
-                "body": {"client_message_id": "e1", "text": "How long does shipping take?"},
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/api/v1/messages/{message_id}/feedback",
-            {
-                "path_parameters": {"message_id": own["message_id"]},
-                "body": {"rating": "helpful", "comment": "clear"},
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/api/v1/conversations/{conversation_id}/actions/{action_id}/confirm",
-            {
-                "path_parameters": {**conv, "action_id": x["to_confirm"]["id"]},
-                "body": {"version": x["to_confirm"]["version"]},
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/api/v1/conversations/{conversation_id}/actions/{action_id}/cancel",
-            {
-                "path_parameters": {**conv, "action_id": x["to_cancel"]["id"]},
-                "body": {"version": x["to_cancel"]["version"]},
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/console/api/actions/{action_id}/decide",
-            {
-                "path_parameters": {"action_id": x["to_approve"]},
-                "body": lambda: {
-                    "decision": "approve",
-                    "expected_version": ActionRequest.objects.get(pk=x["to_approve"]).version,
-                    "reason": "ok",
-                },
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/console/api/conversations/{conversation_id}/actions",
-            {
-                "path_parameters": conv,
-                "body": {"tool": "check_order", "order_id": "A-1042"},
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/console/api/conversations/{conversation_id}/notes",
-            {"path_parameters": conv, "body": {"text": "Called back."}, "media_type": json},
-        ),
-        ("GET", "/console/api/queue", {}),
-        ("GET", "/console/api/handoffs/{handoff_id}", {"path_parameters": handoff}),
-        (
-            "POST",
-            "/console/api/handoffs/{handoff_id}/claim",
-            {
-                "path_parameters": handoff,
-                "body": lambda: {"expected_version": _version(own["handoff_id"])},
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/console/api/handoffs/{handoff_id}/reply",
-            {"path_parameters": handoff, "body": {"text": "Hello, Dana here."}, "media_type": json},
-        ),
-        (
-            "POST",
-            "/console/api/handoffs/{handoff_id}/close",
-            {
-                "path_parameters": handoff,
-                "body": lambda: {
-                    "expected_version": _version(own["handoff_id"]),
-                    "outcome": "resolved",
-                },
-                "media_type": json,
-            },
-        ),
-        (
-            "POST",
-            "/api/v1/conversations/{conversation_id}/handoffs",
-            {"path_parameters": conv, "body": {"detail": "VIP"}, "media_type": json},
-        ),
-        (
-            "POST",
-            "/console/api/conversations/{conversation_id}/takeover",
-            {"path_parameters": {"conversation_id": x["handoff_conversation"]}},
-        ),
-        ("GET", "/console/api/widget-secret", {}),
-        (
-            "POST",
-            "/console/api/widget-secret/rotate",
-            {"body": {"overlap_seconds": 60}, "media_type": json},
-        ),
-        ("GET", "/console/ops/data.json", {}),
-        ("GET", "/api/v1/search", {"query": {"q": "refund"}}),
-        ("GET", "/api/v1/knowledge-documents", {"query": {"limit": 5}}),
-        (
-            "GET",
-            "/api/v1/knowledge-documents/{document_id}",
-            {"path_parameters": {"document_id": own["document_id"]}},
-        ),
-        (
-            "POST",
-            "/api/v1/knowledge-documents",
-            {"body": upload, "media_type": "multipart/form-data"},
-        ),
-        (
-            "POST",
-            "/api/v1/knowledge-documents/{document_id}/versions",
-            {
-                "path_parameters": {"document_id": own["document_id"]},
-                "body": {"file": upload["file"]},
-                "media_type": "multipart/form-data",
-            },
-        ),
-        (
-            "DELETE",
-            "/api/v1/knowledge-documents/{document_id}",
-            {"path_parameters": {"document_id": x["doomed"]}},
-        ),
-        (
-            "GET",
-            "/api/v1/customers/{external_id}/export",
-            {"path_parameters": {"external_id": own["external_id"]}},
-        ),
-        (
-            "DELETE",
-            "/api/v1/customers/{external_id}",
-            {"path_parameters": {"external_id": "cust-gone"}},
-        ),
-    ]
-
-
 def _send(case, w: World):
     response = case.call(headers=w.headers, cookies=w.cookies, **w.call)
     case.validate_response(response, checks=CHECKS)
@@ -370,7 +150,7 @@ def _send(case, w: World):
 def _run_explicit(api_schema, w: World) -> dict[str, int]:
     """Run every explicit step; return {operation label: status}. Raise on the first failure."""
     statuses: dict[str, int] = {}
-    for method, path, arguments in _explicit_steps(w):
+    for method, path, arguments in explicit_steps(w):
         operation = api_schema[path][method]
         arguments = {k: v() if callable(v) else v for k, v in arguments.items()}
         response = _send(operation.Case(**arguments), w)
@@ -419,6 +199,7 @@ def _assert_every_operation_succeeded(api_schema, statuses: dict[str, int]) -> N
     assert labels == set(statuses), sorted(labels - set(statuses))
 
 
+@pytest.mark.slow
 def test_every_operation_succeeds_with_real_ids_over_daphne_derandomized(
     world, django_db_blocker, tmp_path
 ):
@@ -436,6 +217,7 @@ def test_every_operation_succeeds_with_real_ids_over_daphne_derandomized(
     assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
 
 
+@pytest.mark.slow
 def test_every_operation_succeeds_with_real_ids_in_process_seeded(world):
     """In process (WSGI): explicit cases, then generated cases from a fixed seed."""
     api_schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
@@ -450,9 +232,9 @@ def test_feedback_and_handoff_document_their_reused_key_and_invalid_field_answer
 ):
     """A reused Idempotency-Key (422) and a too-long handoff detail (400) conform to the schema."""
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    partner = _partner(TenantFactory(slug="st-keys"))
-    conversation = _conversation(partner, "cust-keys")
-    reply = _say(partner, conversation, "k1", "hello")["reply"]["id"]
+    partner = partner_client(TenantFactory(slug="st-keys"))
+    conversation = conversation_create(partner, "cust-keys")
+    reply = say(partner, conversation, "k1", "hello")["reply"]["id"]
     w = World(
         headers={"Authorization": f"Bearer {partner.raw_key}"}, cookies={}, own={}, foreign={}
     )
