@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat.api.openapi import IDEMPOTENCY_HEADER, INVALID, NOT_FOUND
+from chat.api.openapi import IDEMPOTENCY_ERRORS, IDEMPOTENCY_HEADER, INVALID, NOT_FOUND
 from conversations import selectors, services
 from supportbot.api import AUTH_ERRORS
 from supportbot.authentication import request_tenant
@@ -26,7 +26,13 @@ class FeedbackCreateApi(IdempotentPostMixin, APIView):
         operation_id="message_feedback_create",
         parameters=[IDEMPOTENCY_HEADER],
         request=InputSerializer,
-        responses={200: OutputSerializer, **INVALID, **NOT_FOUND, **AUTH_ERRORS},
+        responses={
+            200: OutputSerializer,
+            **INVALID,
+            **NOT_FOUND,
+            **AUTH_ERRORS,
+            **IDEMPOTENCY_ERRORS,
+        },
     )
     def post(self, request, message_id: int):
         tenant = request_tenant(request)

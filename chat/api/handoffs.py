@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import limits
-from chat.api.openapi import IDEMPOTENCY_HEADER, NOT_FOUND
+from chat.api.openapi import IDEMPOTENCY_ERRORS, IDEMPOTENCY_HEADER, INVALID, NOT_FOUND
 from conversations import events, selectors
 from handoffs import services as handoff_services
 from supportbot.api import AUTH_ERRORS
@@ -29,7 +29,14 @@ class HandoffCreateApi(IdempotentPostMixin, APIView):
         summary="Hand the conversation to a person (idempotent: returns the open handoff)",
         parameters=[IDEMPOTENCY_HEADER],
         request=InputSerializer,
-        responses={201: OutputSerializer, 200: OutputSerializer, **NOT_FOUND, **AUTH_ERRORS},
+        responses={
+            201: OutputSerializer,
+            200: OutputSerializer,
+            **INVALID,
+            **NOT_FOUND,
+            **AUTH_ERRORS,
+            **IDEMPOTENCY_ERRORS,
+        },
     )
     def post(self, request, conversation_id: int):
         tenant = request_tenant(request)
