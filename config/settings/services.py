@@ -30,6 +30,7 @@ REDIS_URL = _redis_url
 # more than DB_POOL_MAX_SIZE connections however many chats it serves (waiting up to
 # DB_POOL_TIMEOUT_S for one). DB_POOL_MAX_SIZE=0 turns pooling off.
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=20)
+DB_POOL_CHECK = env.bool("DB_POOL_CHECK", default=True)
 
 
 def _database(url: str, *, pool_timeout: float) -> dict:
@@ -41,7 +42,10 @@ def _database(url: str, *, pool_timeout: float) -> dict:
     config["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
     config["CONN_HEALTH_CHECKS"] = True
     if DB_POOL_MAX_SIZE > 0 and config["CONN_MAX_AGE"] == 0:
-        config["CONN_HEALTH_CHECKS"] = False  # the pool checks connections itself
+        # With a pool Django's health check becomes the pool's: each connection handed out is
+        # checked first (an empty query), so after PostgreSQL restarts no request or task
+        # fails on a connection the restart cut. DB_POOL_CHECK=0 saves that round trip.
+        config["CONN_HEALTH_CHECKS"] = DB_POOL_CHECK
         config.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1,
             "max_size": DB_POOL_MAX_SIZE,
@@ -113,7 +117,9 @@ CHANNEL_LAYERS = {
 Q_CLUSTER = {
     "name": "supportbot",
     "workers": env.int("Q_WORKERS", default=2),
-    "recycle": 200,
+    # A worker exits after this many tasks and the cluster forks a new one (supportbot.db_fork
+    # keeps the parent's database connections out of it).
+    "recycle": env.int("Q_RECYCLE", default=200),
     "timeout": env.int("Q_TIMEOUT", default=600),
     "retry": env.int("Q_RETRY", default=660),
     "max_attempts": 3,

@@ -1,19 +1,11 @@
 """Upload -> ready through a real django-q2 cluster (`manage.py qcluster` subprocess)."""
 
-import os
-import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import psutil
 import pytest
-from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
-from django_q.conf import Conf
 from django_q.models import Task
 from rest_framework.test import APIClient
 
@@ -24,46 +16,6 @@ from supportbot.services import api_key_create
 from . import poison
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    host = db["HOST"]
-    netloc = quote(db["USER"] or "")
-    if host.startswith("/"):
-        url = f"postgresql://{netloc}@/{db['NAME']}?host={quote(host)}"
-        return url + (f"&port={db['PORT']}" if db["PORT"] else "")
-    return f"postgresql://{netloc}:{quote(db['PASSWORD'] or '')}@{host}:{db['PORT']}/{db['NAME']}"
-
-
-@pytest.fixture
-def qcluster(request, monkeypatch, tmp_path):
-    """A one-worker cluster on a private queue, against pytest-django's test database (more
-    environment for it by indirect parametrization: `{"Q_WORKERS": "2"}`)."""
-    name = f"sbtest-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setattr(Conf, "CLUSTER_NAME", name)
-    env = {
-        **os.environ,
-        "DATABASE_URL": _test_database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
-        "Q_CLUSTER_NAME": name,
-        "Q_WORKERS": "1",
-        **getattr(request, "param", {}),
-    }
-    log_path = tmp_path / "qcluster.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=log, stderr=log
-    )
-    process.log_path = log_path
-    yield process
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
 
 
 def _upload(client, name: str, data: bytes, content_type: str = "application/octet-stream") -> int:
