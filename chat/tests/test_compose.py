@@ -39,34 +39,36 @@ class FakePassage:
     document_id: int = 1
     document_version: int = 1
     title: str = "FAQ"
-    heading_path: list[str] = field(default_factory=lambda: ["FAQ", "Can I delete Python?"])
+    heading_path: list[str] = field(default_factory=lambda: ["FAQ", "Can I delete the app?"])
     span: tuple[int, int] = (0, 10)
     url: str = ""
     continuation: str = ""
     sentence_vectors: bytes = b""
 
 
+# Written for these tests, shaped like an FAQ answer (no eval set holds it: the held-out
+# corpora must stay unseen by the code they judge).
 DELETE = (
-    "That depends on where Python came from.\n\n"
-    "If someone installed it deliberately, you can remove it without hurting anything. "
-    "On Windows, use the Add/Remove Programs icon in the Control Panel.\n\n"
-    "If Python was installed by a third-party application, you can also remove it, but that "
-    "application will no longer work. You should use that application's uninstaller rather "
-    "than removing Python directly.\n\n"
-    "If Python came with your operating system, removing it is not recommended. If you "
-    "remove it, whatever tools were written in Python will no longer run, and some of them "
-    "might be important to you. Reinstalling the whole system would then be required."
+    "That depends on where the app came from.\n\n"
+    "If you installed it on purpose, you can remove it without losing anything. "
+    "On a Mac, drag it from the Applications folder to the Trash.\n\n"
+    "If the app was installed by another program, you can also remove it, but that "
+    "program will no longer sync. You should use that program's own removal tool rather "
+    "than deleting the app directly.\n\n"
+    "If the app came with your laptop, removing it is not recommended. If you "
+    "remove it, whatever shortcuts were built on it will no longer run, and some of them "
+    "might be important to you. Resetting the whole laptop would then be required."
 )
 
 
 def test_the_quote_is_one_contiguous_window_from_the_best_sentence_on():
     win = compose.compose(
-        "how do I remove Python I installed deliberately", DELETE, embed=bag_of_words
+        "how do I remove the app I installed on purpose", DELETE, embed=bag_of_words
     )
-    assert win.quote.startswith("If someone installed it deliberately")
+    assert win.quote.startswith("If you installed it on purpose")
     # The sentence after the best one completes it: the old two-best-sentences pick left it
     # out or joined scattered sentences with "…".
-    assert "Add/Remove Programs icon" in win.quote
+    assert "Applications folder to the Trash" in win.quote
     assert "…" not in win.quote
     assert win.quote in compose.squash(DELETE)
     assert compose.MIN_WORDS <= len(win.quote.split()) <= compose.MAX_WORDS
@@ -94,33 +96,33 @@ def test_a_sentence_introducing_a_list_starts_the_quote_and_the_list_stays_whole
 
 def test_the_window_reaches_back_when_the_best_sentence_ends_the_passage():
     win = compose.compose(
-        "is it not recommended to reinstall the whole system", DELETE, embed=bag_of_words
+        "is it not recommended to reset the whole laptop", DELETE, embed=bag_of_words
     )
-    assert win.quote.endswith("Reinstalling the whole system would then be required.")
+    assert win.quote.endswith("Resetting the whole laptop would then be required.")
     assert len(win.quote.split()) >= compose.MIN_WORDS
 
 
 # A chunk boundary inside the entry: the chunk ends on the sentence that matches the question,
 # and the rest of the section (what the search returns as the passage's continuation) holds
 # the how.
-CHUNK_END = DELETE.index(" On Windows")
+CHUNK_END = DELETE.index(" On a Mac")
 
 
 # Under a heading that asks no question the quote is anchored at the best sentence: an FAQ
 # entry's answer is quoted from its start (`test_an_faq_entry_is_quoted_from_its_start…`).
-TOPIC = ["Windows notes", "Cleaning up a machine"]
+TOPIC = ["Mac notes", "Cleaning up a laptop"]
 
 
 def test_a_quote_runs_on_into_the_rest_of_its_section_instead_of_reaching_back():
     passage = FakePassage(DELETE[:CHUNK_END], continuation=DELETE[CHUNK_END:], heading_path=TOPIC)
     draft = extractive_draft(
-        query="how do I remove Python I installed deliberately",
+        query="how do I remove the app I installed on purpose",
         passages=[passage],
         embed=bag_of_words,
     )
     quote = re.findall(r"“(.+?)”", draft.text, re.S)[0]
-    assert quote.startswith("If someone installed it deliberately")  # not reached back
-    assert "Add/Remove Programs icon" in quote  # from the continuation
+    assert quote.startswith("If you installed it on purpose")  # not reached back
+    assert "Applications folder to the Trash" in quote  # from the continuation
     assert quote_is_verbatim(quote, passage.text + passage.continuation) == []
     card = citations(draft)[0]["quote"]  # the section around the quote, continuation included
     assert card in compose.squash(passage.text + passage.continuation)
@@ -130,23 +132,23 @@ def test_a_quote_runs_on_into_the_rest_of_its_section_instead_of_reaching_back()
 def test_a_chunk_without_its_continuation_reaches_back_instead():
     passage = FakePassage(DELETE[:CHUNK_END])
     draft = extractive_draft(
-        query="how do I remove Python I installed deliberately",
+        query="how do I remove the app I installed on purpose",
         passages=[passage],
         embed=bag_of_words,
     )
-    assert draft.text.startswith("“That depends on where Python came from.")
+    assert draft.text.startswith("“That depends on where the app came from.")
 
 
 def test_the_best_sentence_is_never_one_of_the_continuation():
     # the continuation matches the question far better, but it is context, not the passage
     win = compose.compose(
-        "operating system tools written in Python reinstalling the whole system",
+        "laptop shortcuts built on it resetting the whole laptop",
         DELETE[:CHUNK_END],
         embed=bag_of_words,
         continuation=DELETE[CHUNK_END:],
     )
     assert win.start < CHUNK_END
-    assert win.quote.startswith(("That depends", "If someone"))
+    assert win.quote.startswith(("That depends", "If you installed"))
 
 
 def test_a_run_on_unit_is_cut_at_max_words_and_marked():
@@ -158,7 +160,9 @@ def test_a_run_on_unit_is_cut_at_max_words_and_marked():
 
 def test_the_reply_has_no_opener_and_every_quote_is_verbatim_and_cited():
     passage = FakePassage(DELETE)
-    draft = extractive_draft(query="can I uninstall python", passages=[passage], embed=bag_of_words)
+    draft = extractive_draft(
+        query="can I uninstall the app", passages=[passage], embed=bag_of_words
+    )
     assert draft.text.startswith("“")
     assert "help center says" not in draft.text
     quotes = re.findall(r"“(.+?)”\s*\[(\d)\]", draft.text, re.S)
@@ -192,7 +196,7 @@ def test_an_faq_entry_is_quoted_from_its_start_though_the_question_shares_no_wor
 
 def test_the_card_shows_the_passage_around_the_quote_never_the_quote_alone():
     draft = extractive_draft(
-        query="third-party application uninstaller",
+        query="another program own removal tool",
         passages=[FakePassage(DELETE, heading_path=TOPIC)],
         embed=bag_of_words,
     )
@@ -216,14 +220,14 @@ def test_a_second_passage_of_the_same_section_is_not_quoted_twice():
     first = FakePassage(DELETE, evidence=0.9, chunk_id=1)
     same_section = FakePassage(DELETE[200:], evidence=0.89, chunk_id=2)
     draft = extractive_draft(
-        query="can I delete python", passages=[first, same_section], embed=bag_of_words
+        query="can I delete the app", passages=[first, same_section], embed=bag_of_words
     )
     assert len(draft.passages) == 1
 
 
 def test_a_follow_up_is_answered_for_its_own_words():
-    win = compose.compose("and if it came with the operating system?", DELETE, embed=bag_of_words)
-    assert "operating system, removing it is not recommended" in win.quote
+    win = compose.compose("and if it came with the laptop?", DELETE, embed=bag_of_words)
+    assert "came with your laptop, removing it is not recommended" in win.quote
 
 
 @pytest.mark.parametrize(
@@ -626,7 +630,7 @@ def test_a_prose_quote_runs_its_paragraphs_on_one_line():
     win = compose.window(DELETE, units, anchor_first, min_words=200, max_words=300)
     assert (win.first, win.last) == (0, len(units) - 1)
     assert "\n" not in win.quote
-    assert "Control Panel. If Python was installed by a third-party application" in win.quote
+    assert "to the Trash. If the app was installed by another program" in win.quote
     assert win.quote == compose.squash(DELETE[win.start : win.end])
 
 
@@ -815,7 +819,7 @@ def test_the_first_passages_are_embedded_in_one_model_call_and_the_rest_never():
     )
     embedder = TurnEmbedder(embed=counting, shared=None)
     draft = extractive_draft(
-        query="can I delete python", passages=[stable, other, *fillers, far], embed=embedder
+        query="can I delete the app", passages=[stable, other, *fillers, far], embed=embedder
     )
     assert draft.passages[0] is stable
     assert len(calls) == 1  # the question, the headings and the first passages' sentences
@@ -943,7 +947,7 @@ def test_sentences_stored_when_the_passage_was_indexed_are_not_embedded_again():
 
     sentences = passage_sentences(DELETE)
     blob = np.asarray(words_384(sentences), dtype=np.float16).tobytes()
-    asked = "can I delete python that came with my operating system"
+    asked = "can I delete the app that came with my laptop"
     stored = extractive_draft(
         query=asked,
         passages=[FakePassage(DELETE, sentence_vectors=blob)],
