@@ -71,7 +71,23 @@ def _sweeps_ran_since(moment) -> set[str]:
 
 
 def _schedules_due_now(cluster_name: str) -> None:
-    Schedule.objects.filter(func__in=SWEEPS).update(cluster=cluster_name, next_run=timezone.now())
+    """Make every sweep due now for this test's cluster. The rows come from migrations, but an
+    earlier transactional test's flush may have removed them, so they are created if missing."""
+    for func in SWEEPS:
+        updated = Schedule.objects.filter(func=func).update(
+            cluster=cluster_name, next_run=timezone.now(), repeats=-1
+        )
+        if not updated:
+            Schedule.objects.create(
+                name=f"test: {func}",
+                func=func,
+                schedule_type=Schedule.MINUTES,
+                minutes=1,
+                repeats=-1,
+                cluster=cluster_name,
+                next_run=timezone.now(),
+            )
+    assert Schedule.objects.filter(func__in=SWEEPS, cluster=cluster_name).count() >= len(SWEEPS)
 
 
 @pytest.mark.parametrize(
