@@ -28,6 +28,7 @@ from supportbot.services import api_key_create
 from supportbot.tests import clusterprocs, stack
 from supportbot.tests.chromium import CHROMIUM, CHROMIUM_ARGS
 from supportbot.tests.factories import MembershipFactory, TenantFactory
+from supportbot.tests.valkeyprocs import PrivateValkey
 
 
 def require_or_skip(available: bool, reason: str) -> None:
@@ -82,6 +83,16 @@ def strict_limits(settings):
         settings.RATE_LIMITS = {**settings.RATE_LIMITS, **limits}
 
     return apply
+
+
+@pytest.fixture
+def private_valkey(tmp_path):
+    """A Valkey of this test's own (supportbot/tests/valkeyprocs.py) to kill, freeze, restart."""
+    server = PrivateValkey(tmp_path / "valkey")
+    server.start()
+    yield server
+    server.thaw()
+    server.kill()
 
 
 @pytest.fixture
@@ -232,7 +243,9 @@ async def engine_pool(engine_settings):
 
 # Tests that use these fixtures start processes of their own (a live stack, Chromium, a vLLM
 # engine, the reference order service); they carry the `process` marker without saying so.
-PROCESS_FIXTURES = frozenset({"live_stack", "browser", "vllm_engine", "order_service", "qcluster"})
+PROCESS_FIXTURES = frozenset(
+    {"live_stack", "browser", "vllm_engine", "order_service", "qcluster", "private_valkey"}
+)
 FAST_LANE = os.environ.get("SUPPORTBOT_TEST_LANE") == "fast"
 EXTRACTION_CHILD = sandbox.CHILD_MODULE
 

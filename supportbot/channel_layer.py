@@ -35,6 +35,13 @@ answered instead: on a cancel it has the server end the blocked pop at once (CLI
 reads the reply (no message, or the one just popped), backs that up, and only then stops. The
 next pop of the channel puts the backup back first, so the message reaches its consumer (or,
 at worst, twice: a cleaner cancelled with its event loop leaves a delivered one in the backup).
+A cancel waits at most `UNBLOCK_S` for that answer: a frozen or partitioned Redis accepts
+connections and never replies, and a shutdown must not wait the 30 s socket timeout.
+
+A popped message whose backup copy fails (a pooled connection to a Redis that restarted: the
+pop ran on a fresh connection, the copy on a stale one) is delivered from the process anyway:
+it has left Redis, and the backup is only a safety net for a cancel. Before, the error dropped
+it, and after every Redis restart the first event of the process was lost.
 Where the server refuses CLIENT (an ACL, some managed Redis) a cancel drops the connection as
 channels-redis does; and Redis failing during that answer never turns the cancel into an error
 the pump would retry after. A popped message is backed up before its connection goes back to
@@ -57,6 +64,9 @@ from supportbot.cancellation import keeping_cancel
 logger = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+# How long a cancelled pop waits for Redis to answer its unblock before giving up on it: a
+# frozen or partitioned Redis never answers, and a shutdown must not wait the socket timeout.
+UNBLOCK_S = 2.0
 # A buffer nobody has waited on for this long belongs to a consumer that is gone (channel
 # names are never reused); channels-redis expires undelivered messages after 60 s as well.
 IDLE_BUFFER_S = 120.0
@@ -211,25 +221,44 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 client_id = await _client_id(conn)
                 reply = await conn.read_response(disconnect_on_error=False)
             except asyncio.CancelledError:
-                # Redis failing now saves nothing more, and must not turn the cancel into an
-                # error the pump would retry after: the cancel is raised whatever happens here.
-                with contextlib.suppress(*_ERRORS):
-                    if client_id is None:
-                        client_id = await _client_id(conn)
-                    if client_id:
-                        await client.client_unblock(client_id)  # it answers now, popped or not
-                        reply = await conn.read_response(disconnect_on_error=False)
-                        settled = True
-                        await _backed_up(client, backup, reply)
+                reply = None
+                # Redis failing (or, frozen, never answering) now saves nothing more, and must
+                # neither turn the cancel into an error the pump would retry after nor hold a
+                # shutdown for the socket timeout: the cancel is raised whatever happens here.
+                with contextlib.suppress(*_ERRORS, TimeoutError):
+                    async with asyncio.timeout(UNBLOCK_S):
+                        if client_id is None:
+                            client_id = await _client_id(conn)
+                        if client_id:
+                            await client.client_unblock(client_id)  # it answers now, popped or not
+                            reply = await conn.read_response(disconnect_on_error=False)
+                            settled = True
+                            await _backed_up(client, backup, reply)
+                            reply = None  # kept in the backup for the next pop
+                if reply:  # popped, and the backup failed: the consumer still gets it
+                    self._buffer_popped(reply[1])
                 raise
             settled = True
             # backed up before the connection goes back: a cancel while the pool is busy (its
             # lock taken) must not leave the popped message only in this task's hands
-            await _backed_up(client, backup, reply)
+            try:
+                await _backed_up(client, backup, reply)
+            except _ERRORS as exc:
+                # Redis popped it and then failed (a pooled connection to a server that
+                # restarted): the message has left Redis, so it is delivered from here.
+                self._warn("backup", exc)
         finally:
             # shielded: a cancel while the pool's lock is taken would leave it marked in use
             await asyncio.shield(_returned(pool, conn, drop=not settled))
         return reply[1] if reply else None
+
+    def _buffer_popped(self, content: bytes) -> None:
+        """Hand a message this process popped straight to its consumer's buffer."""
+        message = self.deserialize(content)
+        target = message.pop("__asgi_channel__", None)
+        if target is not None:
+            self.receive_buffer[target].put_nowait(message)
+            self._last_used.setdefault(target, time.monotonic())
 
     def _prune(self, now: float) -> None:
         """Drop the buffers of consumers that are gone (nobody waited on them for a while)."""

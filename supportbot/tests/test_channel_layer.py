@@ -412,3 +412,70 @@ async def test_events_sent_while_the_pump_is_starved_all_arrive(layer):
 
     got = await asyncio.wait_for(asyncio.gather(*(read(c) for c in chats)), 30)
     assert got == [list(range(150))] * len(chats)
+
+
+# ------------------------------------------------------------------ Redis down
+
+
+def _layer_on(url: str) -> ResilientRedisChannelLayer:
+    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    return ResilientRedisChannelLayer(
+        hosts=[{**config["hosts"][0], "address": url}],
+        capacity=config["capacity"],
+        channel_capacity=config["channel_capacity"],
+        prefix=f"test-layer-{secrets.token_hex(4)}",
+    )
+
+
+async def _consumers_waiting(made: ResilientRedisChannelLayer, count: int):
+    """`count` consumers waiting on their channels, the pump shown to deliver first."""
+    channels = [await made.new_channel() for _ in range(count)]
+    first = asyncio.ensure_future(made.receive(channels[0]))
+    await made.send(channels[0], {"type": "hello"})
+    assert await asyncio.wait_for(first, 5) == {"type": "hello"}
+    return channels, {asyncio.ensure_future(made.receive(c)) for c in channels}
+
+
+@pytest.mark.parametrize("outage", ["killed", "frozen"])
+def test_with_redis_down_a_teardown_stops_every_consumer_and_the_pump_promptly(
+    private_valkey, outage
+):
+    """A daphne shutdown (or a test's loop teardown) while Redis is gone must not hang: killed,
+    Redis refuses connections at once; frozen (a partition, a stalled server), it accepts them
+    and never answers, so every read waits for the socket timeout (30 s) unless bounded."""
+    made = _layer_on(private_valkey.url)
+
+    async def scenario() -> tuple[set[asyncio.Task], float]:
+        _, receivers = await _consumers_waiting(made, 5)
+        await asyncio.sleep(0.3)  # the pump is blocked in its next pop
+        private_valkey.kill() if outage == "killed" else private_valkey.freeze()
+        await asyncio.sleep(1.5)  # the pump meets the outage (a failed pop, or a silent one)
+        started = time.monotonic()
+        pending = await _stop({*receivers, made._pump_task}, within=10)
+        return pending, time.monotonic() - started
+
+    pending, took = asyncio.run(scenario())
+    assert not pending, f"still running {took:.1f} s after the cancel: {pending}"
+    assert took < layer_module.UNBLOCK_S + 2, took
+
+
+def test_consumers_waiting_through_a_redis_outage_get_the_events_sent_after_it(private_valkey):
+    """Open sockets stay through an outage and their events resume: the pump retries until
+    Redis is back (here a new, empty server on the same port) and delivers what is sent then."""
+    made = _layer_on(private_valkey.url)
+
+    async def scenario() -> list[dict]:
+        channels, receivers = await _consumers_waiting(made, 5)
+        private_valkey.kill()
+        await asyncio.sleep(2 * layer_module.RETRY_S + 0.5)  # pops fail and are retried
+        assert not any(r.done() for r in receivers)
+        await asyncio.to_thread(private_valkey.start)
+        for n, channel in enumerate(channels):
+            await made.send(channel, {"type": "after", "n": n})
+        try:
+            done = await asyncio.wait_for(asyncio.gather(*receivers), 15)
+        finally:
+            await _stop({made._pump_task}, within=10)
+        return sorted(done, key=lambda m: m["n"])
+
+    assert asyncio.run(scenario()) == [{"type": "after", "n": n} for n in range(5)]
