@@ -6,6 +6,7 @@ database of their own; chat load adds a local vLLM worker when `.venv-vllm` exis
 
 from bench import (
     chat_load,
+    churn,
     connections,
     embeddings,
     encryption,
@@ -22,3 +23,4 @@ if __name__ == "__main__":
     verifier.main([])
     chat_load.main([])
     connections.main([])
+    churn.main([])
