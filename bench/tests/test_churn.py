@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 def test_steady_chats_lose_no_event_while_other_sessions_come_and_go(tmp_path):
     result = churn.main(
-        ["--turns", "1000", "--steady", "8", "--churners", "8", "--cap", "400"]
+        ["--turns", "1000", "--steady", "8", "--churners", "8", "--cap", "600"]
         + ["--out", str(tmp_path)]
     )
 
