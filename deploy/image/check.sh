@@ -185,12 +185,12 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null
     done
     if [ -n "$MNT" ]; then
-        in_image pg_ctl -D /tmp/pgdata -m fast -w stop >/dev/null 2>&1
+        [ ${#CHROOT[@]} -gt 0 ] && in_image pg_ctl -D /tmp/pgdata -m fast -w stop >/dev/null 2>&1
         umount -R "$MNT/dev" 2>/dev/null
         umount "$MNT/proc" 2>/dev/null
     fi
     [ -n "$CTR" ] && { podman umount "$CTR" >/dev/null; podman rm -f "$CTR" >/dev/null; }
-    CTR="" MNT="" PIDS=()
+    CTR="" MNT="" PIDS=() CHROOT=()
     set -e
 }
 free_port() {
@@ -230,7 +230,7 @@ step_run() {
         "BLIND_INDEX_KEYS=b1=$(b64key)"
         "DATABASE_URL=postgres://supportbot@127.0.0.1:$pg_port/supportbot"
         "REDIS_URL=redis://127.0.0.1:$redis_port/0"
-        DJANGO_ALLOWED_HOSTS=127.0.0.1,localhost
+        "DJANGO_ALLOWED_HOSTS=127.0.0.1,localhost"
         SECURE_SSL_REDIRECT=0 SESSION_COOKIE_SECURE=0 CSRF_COOKIE_SECURE=0
         BIND=127.0.0.1 "PORT=$web_port"
         "METRICS_TOKEN=$(b64key)" "ORDER_SERVICE_TOKEN=$(b64key)"
