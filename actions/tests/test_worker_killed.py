@@ -3,48 +3,20 @@ itself (lookup or resend under the same retry key), and the customer is refunded
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import psutil
 import pytest
 from django.utils import timezone
-from django_q.models import Schedule
 
 from actions.models import ActionRequest
 from actions.tests.conftest import propose_and_run
 from actions.tests.shop import shop_connect
+from supportbot.tests import clusterprocs
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SWEEP = "actions.tasks.actions_sweep_task"
-
-
-def _wait(predicate, what: str, process, timeout: float):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if process.poll() is not None:
-            pytest.fail(f"qcluster exited: {process.log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
-    pytest.fail(f"{what} not within {timeout} s:\n{process.log_path.read_text()[-3000:]}")
-
-
-def _sweep_scheduled(cluster_name: str) -> None:
-    """The sweep's schedule (a migration's row, which an earlier test's flush may have
-    removed), every minute, due now, run by this test's cluster."""
-    Schedule.objects.filter(func=SWEEP).delete()
-    Schedule.objects.create(
-        name="actions sweep",
-        func=SWEEP,
-        schedule_type=Schedule.MINUTES,
-        minutes=1,
-        repeats=-1,
-        cluster=cluster_name,
-        next_run=timezone.now(),
-    )
 
 
 def _worker_calling(cluster, port: int) -> psutil.Process | None:
@@ -80,10 +52,12 @@ def test_a_worker_killed_mid_refund_is_settled_by_the_schedule_exactly_once(
     # The provider commits the refund, then answers only after 10 s: the worker waits on it.
     orders.set_faults(commit_then_timeout_count=1, timeout_sleep_s=10)
     port = int(orders.url.rsplit(":", 1)[1].split("/")[0])
-    _sweep_scheduled(qcluster.cluster_name)
+    clusterprocs.schedules_due_now(qcluster.cluster_name, [SWEEP])
 
-    worker = _wait(lambda: _worker_calling(qcluster, port), "a worker calling", qcluster, 90)
-    _wait(orders.refunds, "the refund committed at the provider", qcluster, 10)
+    worker = clusterprocs.wait_for(
+        lambda: _worker_calling(qcluster, port), "a worker calling", qcluster, 90
+    )
+    clusterprocs.wait_for(orders.refunds, "the refund committed at the provider", qcluster, 10)
     assert ActionRequest.objects.get(pk=action.pk).state == "executing"
     worker.kill()  # SIGKILL: it never hears that the refund went through
     worker.wait(10)
@@ -92,7 +66,7 @@ def test_a_worker_killed_mid_refund_is_settled_by_the_schedule_exactly_once(
         return ActionRequest.objects.get(pk=action.pk).state in ("succeeded", "failed")
 
     # The next sweep (every minute) finds the stale `executing` row and settles it.
-    _wait(settled, "the action settled by the schedule", qcluster, 150)
+    clusterprocs.wait_for(settled, "the action settled by the schedule", qcluster, 150)
     action.refresh_from_db()
     assert action.state == "succeeded", (action.state, action.error_code, action.error)
     refunds = [r for r in orders.refunds() if r["order_id"] == "A-1042"]

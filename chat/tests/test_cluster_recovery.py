@@ -4,13 +4,12 @@ index, sweep and answer, and nothing fails on a connection shared across the for
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
-from django_q.models import Schedule, Task
+from django_q.models import Task
 
 from conversations import services
 from conversations.models import Message
@@ -34,18 +33,6 @@ SHARED_CONNECTION_ERRORS = (
 )
 
 
-def _wait(predicate, what: str, process, timeout: float = 150.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if process.poll() is not None:
-            pytest.fail(f"qcluster exited: {process.log_path.read_text()[-3000:]}")
-        time.sleep(0.5)
-    pytest.fail(f"{what} not within {timeout} s:\n{process.log_path.read_text()[-3000:]}")
-
-
 def _upload_ready(api_client, name: str, text: str, process) -> None:
     r = api_client.post(
         "/api/v1/knowledge-documents",
@@ -58,7 +45,7 @@ def _upload_ready(api_client, name: str, text: str, process) -> None:
         body = api_client.get(f"/api/v1/knowledge-documents/{document_id}").json()
         return body if body["status"] in ("ready", "failed") else None
 
-    body = _wait(finished, f"{name} indexed", process)
+    body = clusterprocs.wait_for(finished, f"{name} indexed", process, 150)
     assert body["status"] == "ready", body["error"]
 
 
@@ -68,26 +55,6 @@ def _sweeps_ran_since(moment) -> set[str]:
             "func", flat=True
         )
     )
-
-
-def _schedules_due_now(cluster_name: str) -> None:
-    """Make every sweep due now for this test's cluster. The rows come from migrations, but an
-    earlier transactional test's flush may have removed them, so they are created if missing."""
-    for func in SWEEPS:
-        updated = Schedule.objects.filter(func=func).update(
-            cluster=cluster_name, next_run=timezone.now(), repeats=-1
-        )
-        if not updated:
-            Schedule.objects.create(
-                name=f"test: {func}",
-                func=func,
-                schedule_type=Schedule.MINUTES,
-                minutes=1,
-                repeats=-1,
-                cluster=cluster_name,
-                next_run=timezone.now(),
-            )
-    assert Schedule.objects.filter(func__in=SWEEPS, cluster=cluster_name).count() >= len(SWEEPS)
 
 
 @pytest.mark.parametrize(
@@ -100,9 +67,11 @@ def test_after_postgres_restarts_the_cluster_indexes_sweeps_and_answers_in_forke
     all along, after that parent's own scheduler used the database (as a long-running cluster
     does every 200 tasks, and whenever a worker dies)."""
     started = timezone.now()
-    _schedules_due_now(qcluster.cluster_name)
+    clusterprocs.schedules_due_now(qcluster.cluster_name, SWEEPS)
     _upload_ready(api_client, "before.md", "# Gift cards\n\nGift cards never expire.\n", qcluster)
-    _wait(lambda: _sweeps_ran_since(started) == set(SWEEPS), "the first sweeps", qcluster)
+    clusterprocs.wait_for(
+        lambda: _sweeps_ran_since(started) == set(SWEEPS), "the first sweeps", qcluster, 150
+    )
 
     clusterprocs.pg_restart()
     clusterprocs.connections_drop()  # this test process's own connections were cut too
@@ -113,14 +82,16 @@ def test_after_postgres_restarts_the_cluster_indexes_sweeps_and_answers_in_forke
         conversation=conversation, client_message_id="after-restart", text="Is shipping free?"
     )
     Message.objects.filter(pk=message.pk).update(updated_at=timezone.now() - timedelta(seconds=5))
-    _schedules_due_now(qcluster.cluster_name)
+    clusterprocs.schedules_due_now(qcluster.cluster_name, SWEEPS)
     _upload_ready(api_client, "after.md", "# Store credit\n\nCredit lasts a year.\n", qcluster)
 
     def answered():
         return Message.objects.filter(reply_to=message, role="bot", state="delivered").exists()
 
-    _wait(answered, "the acknowledged message answered by the sweep", qcluster)
-    _wait(lambda: _sweeps_ran_since(restarted) == set(SWEEPS), "the sweeps again", qcluster)
+    clusterprocs.wait_for(answered, "the acknowledged message answered by the sweep", qcluster, 150)
+    clusterprocs.wait_for(
+        lambda: _sweeps_ran_since(restarted) == set(SWEEPS), "the sweeps again", qcluster, 150
+    )
     failed = Task.objects.filter(started__gte=started, success=False)
     assert not failed.exists(), [(t.func, str(t.result)[:300]) for t in failed]
     assert Message.objects.filter(reply_to=message, role="bot").count() == 1

@@ -8,6 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote
@@ -16,6 +17,7 @@ import psutil
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection, connections
+from django.utils import timezone
 
 from supportbot import devservices
 
@@ -53,6 +55,45 @@ def qcluster_start(log_path: Path, **env_extra: str) -> subprocess.Popen:
     process.log_path = log_path
     process.cluster_name = name
     return process
+
+
+def wait_for(predicate, what: str, process: subprocess.Popen, timeout: float):
+    """Poll `predicate` until it returns something truthy (returned); fail with the cluster's
+    log tail when `process` exits or `timeout` s pass."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if process.poll() is not None:
+            pytest.fail(f"qcluster exited: {process.log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    pytest.fail(f"{what} not within {timeout} s:\n{process.log_path.read_text()[-3000:]}")
+
+
+def schedules_due_now(cluster_name: str, funcs) -> None:
+    """Make each scheduled task in `funcs` due now and run by the cluster `cluster_name`. The
+    rows come from migrations, but an earlier transactional test's flush may have removed
+    them, so a missing one is created (every minute, forever)."""
+    from django_q.models import Schedule
+
+    for func in funcs:
+        updated = Schedule.objects.filter(func=func).update(
+            cluster=cluster_name, next_run=timezone.now(), repeats=-1
+        )
+        if not updated:
+            Schedule.objects.create(
+                name=f"test: {func}",
+                func=func,
+                schedule_type=Schedule.MINUTES,
+                minutes=1,
+                repeats=-1,
+                cluster=cluster_name,
+                next_run=timezone.now(),
+            )
+    assert Schedule.objects.filter(func__in=funcs, cluster=cluster_name).count() >= len(funcs)
 
 
 def qcluster_stop(process: subprocess.Popen) -> None:
