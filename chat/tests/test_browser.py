@@ -87,12 +87,12 @@ def test_reload_resumes_the_conversation_without_duplicates(live_stack, browser,
     assert csp.violations == []
 
 
-def serve_shop(live_stack, identity: str | None = None):
+def serve_shop(live_stack, identity: str | None = None, *, tenant: str = "acme"):
     """A tenant's site on another origin (its own loopback server) embedding the widget."""
     attribute = f' data-identity="{identity}"' if identity else ""
     html = (
-        f'<html><body><h1>Acme shop</h1><script src="{live_stack.url}/widget.js" '
-        f'data-tenant="acme"{attribute}></script></body></html>'
+        f'<html><body><h1>{tenant} shop</h1><script src="{live_stack.url}/widget.js" '
+        f'data-tenant="{tenant}"{attribute}></script></body></html>'
     ).encode()
 
     class Shop(BaseHTTPRequestHandler):

@@ -15,13 +15,12 @@ the policy enforced then shows no CSP violation either.
 
 import re
 import secrets
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from chat.identity import identity_token_make
+from chat.tests.test_browser import serve_shop
 from supportbot.models import Tenant
 
 pytestmark = pytest.mark.browser
@@ -238,30 +237,8 @@ def test_kb_page_shows_the_documents_payload_title_headings_and_text_as_text(
     assert csp.violations == []
 
 
-def serve_shop(widget_src: str):
-    """A tenant's site on another origin embedding the widget."""
-    html = (
-        f'<html><body><h1>Zebra shop</h1><script src="{widget_src}" '
-        f'data-tenant="{SLUG}"></script></body></html>'
-    ).encode()
-
-    class Shop(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's API
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(html)
-
-        def log_message(self, *args):
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Shop)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://localhost:{server.server_address[1]}"
-
-
 def test_widget_shows_payloads_as_text_in_its_frame(live_stack, browser, xss_tenant):
-    server, origin = serve_shop(f"{live_stack.url}/widget.js")
+    server, origin = serve_shop(live_stack, tenant=SLUG)
     set_origins = "UPDATE supportbot_tenant SET allowed_origins = %s WHERE slug = %s RETURNING id"
     live_stack.sql(set_origins, ([origin], SLUG))
     context = payload_context(browser)
