@@ -42,6 +42,12 @@ A popped message whose backup copy fails (a pooled connection to a Redis that re
 pop ran on a fresh connection, the copy on a stale one) is delivered from the process anyway:
 it has left Redis, and the backup is only a safety net for a cancel. Before, the error dropped
 it, and after every Redis restart the first event of the process was lost.
+Group memberships live in Redis. A Redis that comes back empty (restarted without persistence,
+failed over) has forgotten them, and a `group_add` made while it was down never reached it:
+the socket got its own turns' events but never again an event of its conversation (an agent's
+reply), for as long as it stayed open. So the layer keeps the memberships of its own consumers
+and the pump re-adds them when a pop succeeds after a failed one, and every `REASSERT_S`
+(which also renews the groups' expiry for sockets open longer than a day).
 Where the server refuses CLIENT (an ACL, some managed Redis) a cancel drops the connection as
 channels-redis does; and Redis failing during that answer never turns the cancel into an error
 the pump would retry after. A popped message is backed up before its connection goes back to
@@ -70,6 +76,9 @@ UNBLOCK_S = 2.0
 # A buffer nobody has waited on for this long belongs to a consumer that is gone (channel
 # names are never reused); channels-redis expires undelivered messages after 60 s as well.
 IDLE_BUFFER_S = 120.0
+# Re-add this process's group memberships this often even without a failure seen (a Redis
+# restarted between two pops), and to renew the groups' expiry (channels-redis: one day).
+REASSERT_S = 60.0
 _ERRORS = (redis.RedisError, OSError)
 # Put a channel's backed-up messages (popped, not yet delivered) back in front of it, each with
 # its own score, so the channel stays in send order; the channel keeps its expiry.
@@ -130,6 +139,9 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         self._waiting: collections.Counter[str] = collections.Counter()
         self._last_used: dict[str, float] = {}
         self._pruned_at = 0.0
+        # this process's consumers' groups (channel -> groups), re-added after an outage
+        self._memberships: collections.defaultdict[str, set[str]] = collections.defaultdict(set)
+        self._reasserted_at = time.monotonic()
 
     async def receive(self, channel):
         """The next message of `channel`. Cancelling it loses no message: a process-local
@@ -176,16 +188,23 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         )
 
     async def _pump(self, real_channel: str) -> None:
-        """Pop the process's channel until cancelled and buffer each message for its consumer."""
+        """Pop the process's channel until cancelled and buffer each message for its consumer;
+        after a failed pop, once Redis answers again, re-add the consumers' groups."""
+        outage = False
         while True:
             try:
+                if outage or time.monotonic() - self._reasserted_at > REASSERT_S:
+                    await self._memberships_reassert()
+                    outage = False
                 targets, message = await self.receive_single(real_channel)
             except _ERRORS as exc:
                 self._warn("receive", exc)
+                outage = True
                 await asyncio.sleep(RETRY_S)
                 continue
             except Exception:  # never let the pump die: every consumer would wait forever
                 logger.exception("channel layer pump failed; retrying")
+                outage = True
                 await asyncio.sleep(RETRY_S)
                 continue
             now = time.monotonic()
@@ -252,6 +271,24 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             await asyncio.shield(_returned(pool, conn, drop=not settled))
         return reply[1] if reply else None
 
+    async def _memberships_reassert(self) -> None:
+        """Add every recorded membership again, as `group_add` does, one pipeline per shard
+        (idempotent; raises while Redis is down)."""
+        self._reasserted_at = time.monotonic()
+        by_shard: collections.defaultdict[int, list[tuple[str, str]]] = collections.defaultdict(
+            list
+        )
+        for channel, groups in list(self._memberships.items()):
+            for group in groups:
+                by_shard[self.consistent_hash(group)].append((self._group_key(group), channel))
+        now = time.time()
+        for index, members in by_shard.items():
+            pipe = self.connection(index).pipeline(transaction=False)
+            for key, channel in members:
+                pipe.zadd(key, {channel: now})
+                pipe.expire(key, self.group_expiry)
+            await keeping_cancel(pipe.execute())
+
     def _buffer_popped(self, content: bytes) -> None:
         """Hand a message this process popped straight to its consumer's buffer."""
         message = self.deserialize(content)
@@ -269,17 +306,24 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             if now - used > IDLE_BUFFER_S and not self._waiting.get(channel):
                 del self._last_used[channel]
                 self.receive_buffer.pop(channel, None)
+                self._memberships.pop(channel, None)
 
     async def send(self, channel, message):
         await keeping_cancel(super().send(channel, message))
 
     async def group_add(self, group, channel):
+        if "!" in channel:  # one of this process's consumers: kept to re-add after an outage
+            self._memberships[channel].add(group)
         try:
             await keeping_cancel(super().group_add(group, channel))
         except _ERRORS as exc:
             self._warn("group_add", exc)
 
     async def group_discard(self, group, channel):
+        if channel in self._memberships:
+            self._memberships[channel].discard(group)
+            if not self._memberships[channel]:
+                del self._memberships[channel]
         try:
             await keeping_cancel(super().group_discard(group, channel))
         except _ERRORS as exc:

@@ -10,11 +10,14 @@ waits the outage out; see supportbot/channel_layer.py).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 
 import httpx
 import pytest
 from django.db import connection
+from websockets.asyncio.client import connect
 
 from chat import tasks
 from conversations.models import Message
@@ -158,3 +161,85 @@ def test_postgres_restarted_during_traffic_every_acknowledged_message_answered_o
     tasks.unanswered_messages_sweep_task()
     _assert_each_answered_once(acknowledged)
     assert connection.is_usable()
+
+
+async def _until(ws, match, timeout: float = 90.0) -> dict:
+    """Read events until one matches; fail past the deadline."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            event = json.loads(await asyncio.wait_for(ws.recv(), left))
+        except TimeoutError:
+            break
+        if match(event):
+            return event
+    raise AssertionError(f"no matching event in {timeout}s")
+
+
+def _answer_to(message_id: int):
+    return lambda e: e["type"] == "answer.completed" and e["reply_to"] == message_id
+
+
+def test_redis_killed_with_sockets_open_they_stay_and_their_events_resume(
+    tenant, help_center, private_valkey, tmp_path
+):
+    """Two sockets of one conversation (two tabs) on a real daphne: Redis killed, the sockets
+    stay open and the asking tab still gets its answer; Redis back empty, the other tab gets
+    the conversation's events again without reconnecting (its group membership re-added)."""
+    (web,) = start_web(tmp_path, count=1, env={"REDIS_URL": private_valkey.url})
+    url = web.url.replace("http://", "ws://") + "/ws/chat/"
+
+    async def scenario() -> dict[str, dict]:
+        async with (
+            connect(url, origin=web.url, open_timeout=30) as tab_a,
+            connect(url, origin=web.url, open_timeout=30) as tab_b,
+        ):
+            await tab_a.send(json.dumps({"type": "session.start", "tenant": tenant.slug}))
+            ready = await _until(tab_a, lambda e: e["type"] == "session.ready")
+            resume = {
+                "type": "session.start",
+                "tenant": tenant.slug,
+                "visitor_token": ready["visitor_token"],
+                "conversation_id": ready["conversation_id"],
+            }
+            await tab_b.send(json.dumps(resume))
+            await _until(tab_b, lambda e: e["type"] == "session.ready")
+            seen: dict[str, dict] = {}
+            asked: dict[str, int] = {}
+
+            async def ask(cid: str, text: str) -> None:
+                await tab_a.send(
+                    json.dumps({"type": "message.send", "client_message_id": cid, "text": text})
+                )
+                accepted = await _until(
+                    tab_a,
+                    lambda e: e["type"] == "message.accepted" and e["client_message_id"] == cid,
+                )
+                asked[cid] = accepted["message"]["id"]
+                seen[f"{cid} asking tab"] = await _until(tab_a, _answer_to(asked[cid]))
+
+            await ask("before", QUESTIONS[0])
+            seen["before other tab"] = await _until(tab_b, _answer_to(asked["before"]))
+
+            private_valkey.kill()
+            await ask("during", QUESTIONS[1])
+
+            await asyncio.to_thread(private_valkey.start)  # back, and empty
+            await asyncio.sleep(3)  # the pump pops again and re-adds the groups
+            await ask("after", QUESTIONS[2])
+            seen["after other tab"] = await _until(tab_b, _answer_to(asked["after"]), 30)
+            return seen
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        web.stop()
+    assert set(seen) == {
+        "before asking tab",
+        "before other tab",
+        "during asking tab",
+        "after asking tab",
+        "after other tab",
+    }
+    assert seen["before other tab"]["message_id"] == seen["before asking tab"]["message_id"]
+    assert Message.objects.filter(role="bot", state=Message.State.DELIVERED).count() == 3

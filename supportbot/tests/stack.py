@@ -132,6 +132,8 @@ def start(
     name = f"supportbot_e2e_{uuid.uuid4().hex[:8]}"
     redis_db = next(_REDIS_DBS)
     if private_services is None:
+        # A fresh checkout (a benchmark before any `make run` or test) has no dev keys yet.
+        devservices.dev_files_write()
         with psycopg.connect(devservices.postgres_url_for("postgres"), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         database_url = devservices.postgres_url_for(name)
@@ -142,6 +144,7 @@ def start(
         private_services.mkdir(parents=True, exist_ok=True)
         with var_dir_of(private_services):
             devservices.postgres_start()
+            devservices.dev_files_write()
             with psycopg.connect(devservices.postgres_url_for("postgres"), autocommit=True) as c:
                 c.execute(f'CREATE DATABASE "{name}"')
             database_url = devservices.postgres_url_for(name)

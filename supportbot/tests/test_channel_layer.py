@@ -479,3 +479,39 @@ def test_consumers_waiting_through_a_redis_outage_get_the_events_sent_after_it(p
         return sorted(done, key=lambda m: m["n"])
 
     assert asyncio.run(scenario()) == [{"type": "after", "n": n} for n in range(5)]
+
+
+def test_group_members_get_group_events_after_redis_restarts_empty(private_valkey):
+    """Group memberships live in Redis; a Redis that comes back empty (restarted, failed over)
+    forgot them, and a socket that joined while it was down never reached it. Either way the
+    socket's conversation events (an agent's reply) stopped for good. The layer re-adds the
+    memberships of its own consumers once Redis answers again."""
+    made = _layer_on(private_valkey.url)
+
+    async def scenario() -> list[dict]:
+        channels, receivers = await _consumers_waiting(made, 3)
+        await made.group_add("before", channels[0])
+        private_valkey.kill()
+        await made.group_add("during", channels[1])  # fails: Redis is down
+        await made.group_add("during", channels[2])
+        await made.group_discard("during", channels[2])  # left while down: not re-added
+        await asyncio.sleep(2 * layer_module.RETRY_S + 0.5)
+        await asyncio.to_thread(private_valkey.start)  # a new, empty server
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # the pump re-adds once it pops again
+            client = redis.Redis.from_url(private_valkey.url)
+            if client.exists(made._group_key("before"), made._group_key("during")) == 2:
+                break
+            await asyncio.sleep(0.2)
+        await made.group_send("before", {"type": "agent.reply", "n": 0})
+        await made.group_send("during", {"type": "agent.reply", "n": 1})
+        try:
+            done, pending = await asyncio.wait(receivers, timeout=10)
+        finally:
+            await _stop({made._pump_task, *receivers}, within=10)
+        return sorted((t.result() for t in done), key=lambda m: m["n"])
+
+    assert asyncio.run(scenario()) == [
+        {"type": "agent.reply", "n": 0},
+        {"type": "agent.reply", "n": 1},
+    ]
