@@ -42,6 +42,9 @@ LOCALE_FOR = {"USD": "en_US", "GBP": "en_GB", "CAD": "en_CA", "AUD": "en_AU", "J
 # symbol, or a word. It splits "$1,000.00" into "$" and "1,000.00".
 _TOKEN = re.compile(r"(?:us|c)?\$|[€£¥]|\d[\d.,]*\d|\d|[A-Za-z]+|\S", re.IGNORECASE)
 _ORDER_ID = re.compile(r"\b[A-Z]-\d{3,8}\b", re.IGNORECASE)
+# Suffixes that make a figure unreadable ("$1k", "3 mil"): reported as ambiguous.
+SUFFIXES = ("k", "m", "mil", "grand")
+_SUFFIXED = re.compile(r"(\d[\d.,]*\s*(?:" + "|".join(SUFFIXES) + r")\b)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -116,12 +119,15 @@ def read_amounts(text: str) -> Reading:
 
 
 def _with_digits(text: str) -> str:
-    """`text` without its order ids, number words written as digits where the parser can."""
-    cleaned = _ORDER_ID.sub(" ", text)
+    """`text` without its order ids, number words written as digits where the parser can.
+
+    A figure with a suffix ("3 mil", "2 grand") is kept as written: the parser would turn
+    "mil" into 1000 and "£3 mil" would read as £3."""
+    parts = _SUFFIXED.split(_ORDER_ID.sub(" ", text))
     try:
-        return words_to_digits(cleaned)
+        return "".join(p if n % 2 else words_to_digits(p) for n, p in enumerate(parts))
     except Exception:  # noqa: BLE001 - the parser's own edge cases: read the digits only
-        return cleaned
+        return "".join(parts)
 
 
 def _currency_next_to(token: str, before: str, after: str) -> tuple[str | None, str]:
@@ -160,7 +166,7 @@ def _read_figure(reading: Reading, token: str, before: str, after: str) -> None:
         reading.bare_numbers.append(token)
         return
     # A letter glued to the figure ("$1k", "20usd" is split already) makes it unreadable.
-    if after and after.isalpha() and after.lower() in ("k", "m", "mil", "grand"):
+    if after and after.isalpha() and after.lower() in SUFFIXES:
         reading.ambiguous.append(f"{written} {after}")
         return
     money = _money_of(token, currency, written)
