@@ -83,23 +83,18 @@ def _currency_of(token: str) -> str | None:
 
 
 def _read_number(raw: str, currency: str) -> Decimal | None:
-    """The value of `raw` in `currency`'s usual format, or None when it is ambiguous."""
+    """The value of `raw` in `currency`'s usual format, or None when it is ambiguous.
+
+    babel's strict parsing refuses a separator in the wrong place for the locale ("1,5" next
+    to a dollar sign, "1.5" next to a euro sign), and a figure with more than two decimals is
+    refused here: that also covers "1.000" or "12.500" next to a dollar sign (a European
+    thousands group, or a decimal?)."""
     locale = LOCALE_FOR.get(currency, "de_DE")
     try:
         value = parse_decimal(raw, locale=locale, strict=True)
     except NumberFormatError:
         return None
-    # "1.000" or "12.500" next to a dollar sign: a European thousands group or a decimal?
-    if re.fullmatch(r"\d{1,3}(\.\d{3})+", raw) and locale.startswith("en"):
-        return None
-    if (
-        "," in raw
-        and "." not in raw
-        and locale.startswith("en")
-        and not re.fullmatch(r"\d{1,3}(,\d{3})+", raw)
-    ):
-        return None
-    if value.as_tuple().exponent < -2:  # more than two decimals
+    if value.as_tuple().exponent < -2:
         return None
     return value
 
@@ -125,9 +120,19 @@ def _with_digits(text: str) -> str:
     "mil" into 1000 and "£3 mil" would read as £3."""
     parts = _SUFFIXED.split(_ORDER_ID.sub(" ", text))
     try:
-        return "".join(p if n % 2 else words_to_digits(p) for n, p in enumerate(parts))
+        return "".join(p if n % 2 else _words_to_digits(p) for n, p in enumerate(parts))
     except Exception:  # noqa: BLE001 - the parser's own edge cases: read the digits only
         return "".join(parts)
+
+
+def _words_to_digits(part: str) -> str:
+    """Number words as digits, the part's outer spaces kept (the parser strips them, which
+    glued "1k" to the next word: "$1k or ten" read as $1)."""
+    core = part.strip()
+    if not core:
+        return part
+    start = part.index(core[0])
+    return part[:start] + words_to_digits(core) + part[start + len(core) :]
 
 
 def _currency_next_to(token: str, before: str, after: str) -> tuple[str | None, str]:

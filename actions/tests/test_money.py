@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 
+from actions import money
 from actions.money import Money, read_amounts
 
 CASES = [
@@ -28,19 +29,24 @@ CASES = [
     ("50 cents", [("0.50", "USD", "50 cents")], [], []),
     ("150 CENTS", [("1.50", "USD", "150 CENTS")], [], []),
     ("12.5 cents", [], ["12.5 cents"], []),
+    ("1,500 cents", [("15.00", "USD", "1,500 cents")], [], []),
     # locale-dependent figures next to a dollar sign, more than two decimals: ambiguous
     ("$1.000", [], ["$1.000"], []),
     ("$1,5", [], ["$1,5"], []),
     ("$ 40.123", [], ["$40.123"], []),
     ("€12,345", [], ["€12,345"], []),
+    ("€1.5", [], ["€1.5"], []),
+    ("$12.500", [], ["$12.500"], []),
     # suffixes nobody should guess at
     ("$1k", [], ["$1 k"], []),
     ("$2 grand", [], ["$2 grand"], []),
     ("£3 mil", [], ["£3 mil"], []),
     ("€4 M", [], ["€4 M"], []),
+    ("$1k or twelve dollars", [("12.00", "USD", "12 dollars")], ["$1 k"], []),
     # order ids are never amounts; a currency far from a figure does not make it money
     ("order A-1042 for $30", [("30.00", "USD", "$30")], [], []),
     ("5 items, refund in $", [], [], ["5"]),
+    ("paid in euros 20 times", [], [], ["20"]),
     ("20", [], [], ["20"]),
     ("$", [], [], []),
 ]
@@ -58,6 +64,16 @@ def test_amounts_are_read_with_their_currency_and_span(text, amounts, ambiguous,
 def test_anything_but_text_reads_as_nothing(text):
     reading = read_amounts(text)
     assert (reading.amounts, reading.ambiguous, reading.bare_numbers) == ([], [], [])
+
+
+def test_a_number_word_parser_failure_still_reads_the_digits(monkeypatch):
+    def broken(text):
+        raise ValueError("the parser's own edge case")
+
+    monkeypatch.setattr(money, "words_to_digits", broken)
+    reading = read_amounts("$1k and $20")
+    assert [(str(m.amount), m.currency) for m in reading.amounts] == [("20.00", "USD")]
+    assert reading.ambiguous == ["$1 k"]
 
 
 def test_distinct_keeps_one_amount_per_value_and_currency():
