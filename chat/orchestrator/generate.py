@@ -207,7 +207,9 @@ async def _consume(
         sentences = split_sentences(buffer)
         if len(sentences) > 1:
             await run.release(sentences[:-1])
-            buffer = sentences[-1]
+            # The unfinished sentence keeps the space it ends with ("days. Express "): the
+            # next piece may start with a word.
+            buffer = sentences[-1] + buffer[len(buffer.rstrip()) :]
         if run.kept and run.probe:
             return  # measured: the first words would have been the model's
         if run.kept:
