@@ -6,7 +6,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from chat import orchestrator
-from chat.tests.helpcenter import SHIPPING_MD, index_document
+from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
 from conversations.models import Message
 from inference import gateway, yields
 
@@ -129,3 +129,24 @@ def test_a_piece_ending_a_sentence_and_a_word_keeps_the_space_after_the_word(
     assert "Express shipping takes 1-2 business days and costs $15." in outcome.reply.text, (
         outcome.reply.meta
     )
+
+
+def test_a_piece_of_the_system_prompt_tucked_into_a_supported_sentence_is_dropped(
+    model_writes, tenant, conversation
+):
+    """An instructed model splices a clause of its prompt into a sentence the passage supports;
+    verification lets those few extra words by, the echo gate does not."""
+    index_document(tenant, "Returns and refunds", RETURNS_MD)
+    plain = "Opened items can be returned within 30 days for store credit only."
+    spliced = plain.removesuffix(".") + ", time limits and conditions exactly as written."
+    model_writes(f"{plain} {spliced}")
+    outcome = async_to_sync(orchestrator.handle_customer_message)(
+        conversation=conversation,
+        client_message_id="v4",
+        text="Can I return opened items?",
+    )
+    reply = outcome.reply
+    assert plain in reply.text
+    assert "exactly as written" not in reply.text
+    dropped = {d["sentence"]: d["reasons"] for d in reply.meta["dropped_sentences"]}
+    assert dropped[spliced] == ["repeats the instructions: 'and conditions exactly as'"]
