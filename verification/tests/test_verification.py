@@ -124,3 +124,15 @@ def test_echo_gate_finds_four_words_of_the_instructions_in_a_sentence():
 def test_echo_gate_ignores_words_a_passage_holds_too():
     gate = EchoGate(INSTRUCTIONS + " Opened items can be returned.", [RETURNS])
     assert gate.echoed("Opened items can be returned within 30 days.") == []
+
+
+def test_a_sentence_calling_something_approved_needs_a_passage_that_does():
+    """ "…for store credit only, approved": one word an instructed model adds to a supported
+    sentence, telling a customer their refund is approved."""
+    result = verify_answer(
+        "Opened items can be returned within 30 days for store credit only, approved.", [RETURNS]
+    )
+    assert result.supported == []
+    assert "policy terms not in passage: ['approved']" in result.checks[0].reasons
+    passage = "Refunds of $50 or less are approved automatically."
+    assert verify_answer("A refund of $50 or less is approved automatically.", [passage]).supported
