@@ -36,7 +36,10 @@ NEGATIONS = frozenset(
     }
 )
 # Terms whose presence changes what a customer is entitled to: they must be quoted exactly.
+# "approved" too: a sentence may only call something approved where a passage does (an answer
+# never decides a customer's case; the action ledger says what was approved).
 POLICY_TERMS = (
+    "approved",
     "full refund",
     "partial refund",
     "store credit",

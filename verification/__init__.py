@@ -8,7 +8,9 @@ A sentence (a claim) is supported when one sentence of a retrieved passage
 The unit of support is one passage sentence, so a claim cannot stitch "opened items" from one
 sentence to "full refund" from another.
 Unsupported sentences are dropped; the caller falls back to an extractive answer when too
-little survives. Citations are only ever to retrieved passages.
+little survives. Citations are only ever to retrieved passages. A sentence that repeats four
+consecutive words of the model's instructions which no passage holds is dropped as well
+(`EchoGate`): the prompt is never part of an answer.
 """
 
 from knowledge.text import (
@@ -24,8 +26,10 @@ from knowledge.text import (
     strip_citations,
 )
 from verification.quotes import (
+    ECHO_WORDS,
     ELLIPSIS,
     RELEVANCE_RATIO,
+    EchoGate,
     RelevanceGate,
     best_sentences,
     join_quote,
@@ -43,6 +47,7 @@ from verification.verifier import (
 )
 
 __all__ = [
+    "ECHO_WORDS",
     "ELLIPSIS",
     "EMBED_MIN",
     "LEXICAL_MIN",
@@ -52,6 +57,7 @@ __all__ = [
     "RELEVANCE_RATIO",
     "STOPWORDS",
     "SUPPORT_SENTENCES",
+    "EchoGate",
     "PassageVerifier",
     "RelevanceGate",
     "SentenceCheck",

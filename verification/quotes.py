@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from knowledge.embeddings import embed_texts
-from knowledge.text import content_words, split_sentences
+from knowledge.text import content_words, split_sentences, words
 
 
 def best_sentences(
@@ -100,3 +100,30 @@ class RelevanceGate:
             self._score(s, vectors[i]) >= RELEVANCE_RATIO * self.bar
             for i, s in enumerate(sentences)
         ]
+
+
+ECHO_WORDS = 4
+
+
+def _runs(text: str, n: int = ECHO_WORDS) -> set[tuple[str, ...]]:
+    tokens = words(text)
+    return {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+
+
+class EchoGate:
+    """Does a sentence repeat the model's instructions?
+
+    A sentence holding ECHO_WORDS consecutive words of the instructions (the system message)
+    that no passage holds is the prompt leaking into the answer. Verification alone does not
+    stop it: a model told to reveal its prompt can tuck a clause of it into a sentence the
+    passages otherwise support ("…for store credit only, time limits and conditions exactly as
+    written"), within the few unlicensed words a paraphrase may carry.
+    """
+
+    def __init__(self, instructions: str, passage_texts: Sequence[str]) -> None:
+        published = set().union(*(_runs(p) for p in passage_texts))
+        self.runs = _runs(instructions) - published
+
+    def echoed(self, sentence: str) -> list[str]:
+        """The runs of the instructions the sentence repeats (empty when none)."""
+        return sorted(" ".join(run) for run in self.runs & _runs(sentence))

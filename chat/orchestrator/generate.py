@@ -1,7 +1,8 @@
 """Generation released one verified sentence at a time, within a first-words budget.
 
-Every model sentence is checked against the retrieved passages (`verification`) and against
-the question (relevance gate) before the customer sees it; CPU work runs in the bounded pool
+Every model sentence is checked against the retrieved passages (`verification`), against the
+question (relevance gate) and against the model's instructions (echo gate: no piece of the
+system message) before the customer sees it; CPU work runs in the bounded pool
 and each text is embedded once per turn. Generation gives up — and the caller answers
 extractively — when no verified sentence arrived within the budget, or when the model's
 last sentences all failed. Every outcome is recorded in the model's yield book
@@ -28,7 +29,13 @@ from conversations.models import Message
 from inference import gateway, yields
 from inference.config import get_config
 from supportbot.observability import tracing
-from verification import PassageVerifier, RelevanceGate, SentenceCheck, split_sentences
+from verification import (
+    EchoGate,
+    PassageVerifier,
+    RelevanceGate,
+    SentenceCheck,
+    split_sentences,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +98,7 @@ class _Run:
     turn: Turn
     setup: asyncio.Future  # the (verifier, relevance gate) pair, built while the model reads
     probe: bool
+    echo: EchoGate  # pieces of the system message no passage holds
     started: float = field(default_factory=time.monotonic)
     result: Generation = field(default_factory=Generation)
     kept: list[tuple[str, int]] = field(default_factory=list)  # (sentence, 1-based passage)
@@ -117,6 +125,9 @@ class _Run:
         """Why a checked sentence is dropped; None when it is kept."""
         if not check.supported:
             return check.reasons
+        echoed = self.echo.echoed(check.sentence)
+        if echoed:
+            return [f"repeats the instructions: {echoed[0]!r}"]
         if any(check.sentence == k for k, _ in self.kept):
             return ["repeated"]
         if not on_point:
@@ -148,7 +159,9 @@ async def generate(
     both); the first-words budget covers both. With `probe` (a background measurement:
     `shadow_probe`) nothing is published and the stream stops at the first kept sentence —
     all the yield policy needs — so a probe costs the worker no more than the answer would."""
-    run = _Run(turn, asyncio.ensure_future(_checkers(turn, ordered)), probe)
+    instructions = " ".join(m["content"] for m in messages if m["role"] == "system")
+    echo = EchoGate(instructions, [p.text for p in ordered])
+    run = _Run(turn, asyncio.ensure_future(_checkers(turn, ordered)), probe, echo)
     await _stream(run, messages)
     _tally(run)
     result = run.result
@@ -207,7 +220,9 @@ async def _consume(
         sentences = split_sentences(buffer)
         if len(sentences) > 1:
             await run.release(sentences[:-1])
-            buffer = sentences[-1]
+            # The unfinished sentence keeps the space it ends with ("days. Express "): the
+            # next piece may start with a word.
+            buffer = sentences[-1] + buffer[len(buffer.rstrip()) :]
         if run.kept and run.probe:
             return  # measured: the first words would have been the model's
         if run.kept:

@@ -6,7 +6,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from chat import orchestrator
-from chat.tests.helpcenter import SHIPPING_MD, index_document
+from chat.tests.helpcenter import RETURNS_MD, SHIPPING_MD, index_document
 from conversations.models import Message
 from inference import gateway, yields
 
@@ -23,12 +23,15 @@ class Recorder:
         self.events.append(event)
 
 
-def scripted_stream(text: str):
-    """A stand-in for gateway.stream_chat that writes `text` a few characters at a time."""
+def scripted_stream(text: str | list[str]):
+    """A stand-in for gateway.stream_chat that writes `text` a few characters at a time (or
+    in the pieces given)."""
+    pieces = text if isinstance(text, list) else [text[i : i + 7] for i in range(0, len(text), 7)]
+    text = "".join(pieces)
 
     async def stream_chat(**_kwargs):
-        for start in range(0, len(text), 7):
-            yield gateway.ChatDelta(text[start : start + 7])
+        for piece in pieces:
+            yield gateway.ChatDelta(piece)
         yield gateway.ChatResult(
             text=text,
             model="scripted",
@@ -51,7 +54,7 @@ def model_writes(monkeypatch, settings):
     monkeypatch.setattr(gateway, "gateway_available", lambda: True)
     monkeypatch.setattr(yields, "should_generate", lambda model: (True, "policy_off"))
 
-    def script(text: str) -> None:
+    def script(text: str | list[str]) -> None:
         monkeypatch.setattr(gateway, "stream_chat", scripted_stream(text))
 
     return script
@@ -106,3 +109,44 @@ def test_a_model_that_only_invents_gives_the_quoted_answer_instead(
     assert "10 business days" not in streamed + reply.text
     assert "one day" not in streamed + reply.text
     assert "3-5 business days" in reply.text
+
+
+def test_a_piece_ending_a_sentence_and_a_word_keeps_the_space_after_the_word(
+    model_writes, shipping, conversation
+):
+    """ "days. Express " then "shipping …": the unfinished sentence keeps its trailing space,
+    so the next piece does not glue onto it ("Expressshipping", then dropped)."""
+    model_writes(
+        ["Standard shipping takes ", "3-5 business days. Express ", "shipping takes 1-2 "]
+        + ["business days and costs $15."]
+    )
+    outcome = async_to_sync(orchestrator.handle_customer_message)(
+        conversation=conversation,
+        client_message_id="v3",
+        text="How long does shipping take?",
+    )
+    assert outcome.reply.kind == Message.Kind.ANSWER
+    assert "Express shipping takes 1-2 business days and costs $15." in outcome.reply.text, (
+        outcome.reply.meta
+    )
+
+
+def test_a_piece_of_the_system_prompt_tucked_into_a_supported_sentence_is_dropped(
+    model_writes, tenant, conversation
+):
+    """An instructed model splices a clause of its prompt into a sentence the passage supports;
+    verification lets those few extra words by, the echo gate does not."""
+    index_document(tenant, "Returns and refunds", RETURNS_MD)
+    plain = "Opened items can be returned within 30 days for store credit only."
+    spliced = plain.removesuffix(".") + ", time limits and conditions exactly as written."
+    model_writes(f"{plain} {spliced}")
+    outcome = async_to_sync(orchestrator.handle_customer_message)(
+        conversation=conversation,
+        client_message_id="v4",
+        text="Can I return opened items?",
+    )
+    reply = outcome.reply
+    assert plain in reply.text
+    assert "exactly as written" not in reply.text
+    dropped = {d["sentence"]: d["reasons"] for d in reply.meta["dropped_sentences"]}
+    assert dropped[spliced] == ["repeats the instructions: 'and conditions exactly as'"]
