@@ -114,6 +114,7 @@ def test_redis_killed_during_traffic_chat_keeps_answering_and_loses_nothing(
     assert len(acknowledged) == 10
 
 
+@pytest.mark.process
 def test_postgres_restarted_during_traffic_every_acknowledged_message_answered_once(
     tenant, help_center, tmp_path, settings
 ):

@@ -41,6 +41,7 @@ def _stale_reply(conversation, text="Is standard shipping free?"):
     return message, reply
 
 
+@pytest.mark.process
 def test_two_processes_taking_over_one_stale_reply_give_one_answer(
     conversation, help_center, tmp_path, settings
 ):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Runs in a fresh interpreter: an audit hook records every process start and every file opened
@@ -70,6 +72,7 @@ def _import_settings(tmp_path: Path, **extra: str) -> list:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.process
 def test_importing_settings_on_a_fresh_machine_starts_nothing_and_writes_nothing(tmp_path):
     events = _import_settings(tmp_path, DJANGO_DEBUG="1")
 
@@ -77,6 +80,7 @@ def test_importing_settings_on_a_fresh_machine_starts_nothing_and_writes_nothing
     assert not (tmp_path / "var").exists()
 
 
+@pytest.mark.process
 def test_importing_settings_with_an_app_database_role_starts_nothing(tmp_path):
     events = _import_settings(tmp_path, DJANGO_DEBUG="1", SUPPORTBOT_DB_ROLE="app")
 

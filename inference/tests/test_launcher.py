@@ -55,6 +55,7 @@ def test_configured_device_wins_over_detection():
     assert launcher.detect_device(InferenceConfig(device="cpu")) == "cpu"
 
 
+@pytest.mark.process
 def test_terminate_stops_the_whole_process_group():
     # A leader with a child in its session, like the API server and its EngineCore.
     proc = subprocess.Popen(
@@ -69,6 +70,7 @@ def test_terminate_stops_the_whole_process_group():
         os.killpg(proc.pid, 0)
 
 
+@pytest.mark.process
 def test_terminate_refuses_a_pid_that_leads_no_group():
     # A child in this test's process group: alive, but not a group leader.
     proc = subprocess.Popen(["sleep", "30"])
@@ -81,6 +83,7 @@ def test_terminate_refuses_a_pid_that_leads_no_group():
         proc.wait()
 
 
+@pytest.mark.process
 def test_wait_ready_reports_an_engine_that_exits(tmp_path):
     log = tmp_path / "engine.log"
     log.write_text("RuntimeError: no model\n")
@@ -90,6 +93,7 @@ def test_wait_ready_reports_an_engine_that_exits(tmp_path):
         launcher.engine_wait_ready("http://127.0.0.1:9", pid=proc.pid, timeout_s=5, log_path=log)
 
 
+@pytest.mark.process
 def test_wait_ready_refuses_a_port_another_process_answers(replay):
     """Another process answering /health on the engine's port (a second checkout's engine, a
     stale one) is not the engine just started: wait, then say so."""

@@ -41,6 +41,7 @@ def test_create_tenant_with_duplicate_slug_changes_nothing(tenant):
     assert (Tenant.objects.count(), AuditEvent.objects.count()) == before
 
 
+@pytest.mark.process
 @pytest.mark.django_db(transaction=True)
 def test_create_tenant_exits_non_zero_from_the_shell():
     env = {**os.environ, "DATABASE_URL": _test_db_url()}

@@ -29,6 +29,7 @@ def test_an_operators_policy_is_kept_for_us_and_our_children(clean_policy, monke
     assert cpu_threads.child_environment(dict(os.environ))[cpu_threads.VARIABLE] == "ACTIVE"
 
 
+@pytest.mark.process
 def test_the_policy_is_set_before_torch_loads_with_the_model():
     """OpenMP reads the policy once, when torch loads: loading the model must set it first."""
     env = {k: v for k, v in os.environ.items() if k != cpu_threads.VARIABLE}

@@ -90,6 +90,7 @@ def test_runtime_role_reads_and_writes_the_apps_rows(app_conn, tenant):
     app_conn.execute("DELETE FROM supportbot_tenant WHERE slug = 'role-test'")
 
 
+@pytest.mark.process
 def test_make_run_processes_connect_as_the_runtime_role(tmp_path):
     require_or_skip(settings.EMBEDDED_POSTGRES, "the runtime role belongs to embedded PostgreSQL")
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)}

@@ -49,12 +49,14 @@ def test_compose_config_accepts_the_file(config):
     )
 
 
+@pytest.mark.process
 def test_compose_refuses_to_start_without_the_database_password(tmp_path):
     done = _config(_project(tmp_path, drop=("POSTGRES_PASSWORD",)))
     assert done.returncode != 0
     assert b"POSTGRES_PASSWORD" in done.stderr
 
 
+@pytest.mark.process
 def test_compose_rejects_a_broken_file(tmp_path):
     project = _project(tmp_path)
     text = (

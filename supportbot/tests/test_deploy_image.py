@@ -90,6 +90,7 @@ def test_static_files_are_collected_without_a_real_secret_or_database(dockerfile
     assert any("collectstatic --noinput" in r for r in runs)
 
 
+@pytest.mark.process
 def test_the_collectstatic_step_of_the_image_works(tmp_path):
     """The image's collectstatic command line, with its throwaway settings, run here."""
     env = {
@@ -138,6 +139,7 @@ def _wait_http(url: str, process: subprocess.Popen, timeout: float = 90.0) -> ht
     raise AssertionError(f"{url} did not answer within {timeout} s")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("role", ["web", "orders"])
 def test_the_long_running_entry_points_serve(role, tmp_path):
     port = free_port()
@@ -172,6 +174,7 @@ def test_the_long_running_entry_points_serve(role, tmp_path):
         process.wait(20)
 
 
+@pytest.mark.process
 def test_manage_role_runs_a_management_command():
     done = subprocess.run(  # noqa: S603 - our own script
         ["sh", str(ENTRYPOINT), "manage", "check"],

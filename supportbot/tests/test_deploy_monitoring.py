@@ -76,6 +76,7 @@ def test_alerts_cover_the_seed_targets():
         assert wanted in names
 
 
+@pytest.mark.process
 def test_promtool_accepts_the_rules():
     promtool = require_tool("promtool")
     done = subprocess.run(  # noqa: S603 - the installed promtool
@@ -88,6 +89,7 @@ def test_promtool_accepts_the_rules():
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
 
 
+@pytest.mark.process
 def test_the_rules_fire_on_their_unit_test_series():
     promtool = require_tool("promtool")
     done = subprocess.run(  # noqa: S603 - the installed promtool
@@ -100,6 +102,7 @@ def test_the_rules_fire_on_their_unit_test_series():
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
 
 
+@pytest.mark.process
 def test_promtool_rejects_a_broken_rule(tmp_path):
     promtool = require_tool("promtool")
     broken = (

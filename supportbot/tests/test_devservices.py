@@ -37,6 +37,7 @@ def scratch_var(service_tmp, monkeypatch):
     devservices.services_stop()
 
 
+@pytest.mark.process
 def test_embedded_services_start_twice_without_harm(scratch_var):
     first = devservices.services_start()
     pg_pid = devservices.postgres_status().pid
@@ -58,6 +59,7 @@ def test_embedded_services_start_twice_without_harm(scratch_var):
     assert redis.Redis.from_url(second["valkey"]).get("kept") == b"yes"
 
 
+@pytest.mark.process
 def test_stopped_services_restart_with_their_data(scratch_var):
     urls = devservices.services_start()
     with psycopg.connect(urls["postgres"], autocommit=True) as conn:
@@ -71,6 +73,7 @@ def test_stopped_services_restart_with_their_data(scratch_var):
         assert conn.execute("SELECT count(*) FROM survives").fetchone() == (0,)
 
 
+@pytest.mark.process
 def test_database_url_path_starts_nothing_embedded(service_tmp, monkeypatch):
     """Point DATABASE_URL/REDIS_URL at servers run elsewhere; the app's var dir stays empty."""
     external_var = service_tmp / "external"

@@ -90,6 +90,7 @@ def _child(queue):
     queue.put((id(loop), name))
 
 
+@pytest.mark.process
 def test_a_forked_worker_starts_its_own_loop():
     parent_loop = eventloop.run(_loop_and_thread())[0]
     context = multiprocessing.get_context("fork")

@@ -60,6 +60,7 @@ def run_django(tmp_path, args: list[str], **env: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.process
 def test_settings_refuse_to_load_without_a_secret_when_debug_is_off(tmp_path):
     r = run_django(tmp_path, ["manage.py", "check"], **PRODUCTION)
     assert r.returncode != 0, r.stdout
@@ -67,6 +68,7 @@ def test_settings_refuse_to_load_without_a_secret_when_debug_is_off(tmp_path):
     assert not (tmp_path / "var" / keys.SECRET_FILE_NAME).exists()
 
 
+@pytest.mark.process
 def test_check_deploy_reports_nothing_with_production_settings(tmp_path):
     r = run_django(
         tmp_path,
@@ -83,6 +85,7 @@ def test_check_deploy_reports_nothing_with_production_settings(tmp_path):
     assert not (tmp_path / "var" / keys.SECRET_FILE_NAME).exists()
 
 
+@pytest.mark.process
 def test_production_settings_default_to_https_only_cookies_and_redirects(tmp_path):
     code = (
         "import json, django; django.setup(); from django.conf import settings as s; "
@@ -113,6 +116,7 @@ def test_production_settings_default_to_https_only_cookies_and_redirects(tmp_pat
     assert values["ACTIONS_ENCRYPTION_KEY"] == keys.derive_fernet_key(secret, "actions-credentials")
 
 
+@pytest.mark.process
 def test_settings_refuse_to_load_without_a_master_key_in_production(tmp_path):
     env = {k: v for k, v in PRODUCTION.items() if k != "ENCRYPTION_MASTER_KEYS"}
     r = run_django(
@@ -123,6 +127,7 @@ def test_settings_refuse_to_load_without_a_master_key_in_production(tmp_path):
     assert not (tmp_path / "var" / keys.MASTER_KEY_FILE_NAME).exists()
 
 
+@pytest.mark.process
 def test_settings_refuse_to_load_without_blind_index_keys_in_production(tmp_path):
     env = {k: v for k, v in PRODUCTION.items() if k != "BLIND_INDEX_KEYS"}
     r = run_django(
@@ -133,6 +138,7 @@ def test_settings_refuse_to_load_without_blind_index_keys_in_production(tmp_path
     assert not (tmp_path / "var" / keys.BLIND_INDEX_KEY_FILE_NAME).exists()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("keyring", ["b1", "b1=short", f"b1={'A' * 43},b1={'B' * 43}"])
 def test_a_malformed_blind_index_keyring_stops_the_start(tmp_path, keyring):
     r = run_django(
@@ -149,6 +155,7 @@ def test_a_malformed_blind_index_keyring_stops_the_start(tmp_path, keyring):
     "keyring",
     ["k1", "k1=short", "k1=@@@@", "k 1=" + "A" * 43, f"k1={'A' * 43},k1={'B' * 43}"],
 )
+@pytest.mark.process
 def test_a_malformed_master_keyring_stops_the_start(tmp_path, keyring):
     r = run_django(
         tmp_path,
@@ -170,6 +177,7 @@ def test_dev_master_keyring_is_random_private_and_kept(tmp_path):
     assert keys.dev_master_keyring(tmp_path / "b") != first
 
 
+@pytest.mark.process
 def test_a_bad_trusted_proxy_entry_stops_the_start(tmp_path):
     r = run_django(
         tmp_path,
@@ -246,6 +254,7 @@ def _values(r: subprocess.CompletedProcess) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.process
 def test_production_is_said_by_supportbot_env_not_guessed_from_the_database(tmp_path):
     # No DATABASE_URL (the embedded default): still production unless told otherwise.
     keys_only = {k: v for k, v in PRODUCTION.items() if k != "DATABASE_URL"}
@@ -263,6 +272,7 @@ def test_production_is_said_by_supportbot_env_not_guessed_from_the_database(tmp_
     assert {"^healthz$", "^readyz$", "^metrics$"} <= set(values["SECURE_REDIRECT_EXEMPT"])
 
 
+@pytest.mark.process
 def test_production_with_debug_on_keeps_the_secure_defaults(tmp_path):
     values = _values(
         run_django(
@@ -277,6 +287,7 @@ def test_production_with_debug_on_keeps_the_secure_defaults(tmp_path):
     assert values["SECURE_SSL_REDIRECT"] is True
 
 
+@pytest.mark.process
 def test_development_serves_plain_http_whatever_the_database(tmp_path):
     values = _values(
         run_django(
@@ -293,6 +304,7 @@ def test_development_serves_plain_http_whatever_the_database(tmp_path):
     assert values["SECURE_HSTS_SECONDS"] == 0
 
 
+@pytest.mark.process
 def test_an_unknown_supportbot_env_stops_the_start(tmp_path):
     r = run_django(tmp_path, ["manage.py", "check"], SUPPORTBOT_ENV="prod")
     assert r.returncode != 0
