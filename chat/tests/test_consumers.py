@@ -122,7 +122,7 @@ async def test_a_foreign_origin_is_refused_at_the_handshake(tenant, local_cache)
     )
     assert await comm.connect() == (False, 4403)  # never accepted: daphne answers HTTP 403
     assert not await database_sync_to_async(Customer.objects.filter(tenant=tenant).exists)()
-    await comm.wait(timeout=5)  # let the refused application finish inside this test's loop
+    await comm.disconnect(timeout=5)  # daphne tells the refused application; it ends
 
 
 @pytest.mark.parametrize(
@@ -132,7 +132,7 @@ async def test_a_foreign_origin_is_refused_at_the_handshake(tenant, local_cache)
 async def test_a_handshake_without_a_usable_origin_is_refused(tenant, local_cache, headers):
     comm = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
     assert await comm.connect() == (False, 4403)
-    await comm.wait(timeout=5)
+    await comm.disconnect(timeout=5)
 
 
 async def test_the_tenants_allowed_origin_starts_a_session_and_only_for_that_tenant(
@@ -164,7 +164,7 @@ async def test_console_socket_refuses_a_foreign_origin_at_the_handshake(
     comm.scope["user"] = agent
     connected, _ = await comm.connect()
     assert not connected
-    await comm.wait(timeout=5)  # let the refused application finish inside this test's loop
+    await comm.disconnect(timeout=5)  # daphne tells the refused application; it ends
 
 
 async def test_unknown_tenant_is_an_error_event(db):

@@ -80,7 +80,7 @@ async def test_parallel_handshakes_of_one_address_get_at_most_the_cap(tenant, se
         await comm.disconnect()
     for comm, (ok, _) in zip(comms, results, strict=True):
         if not ok:
-            await comm.wait(timeout=5)
+            await comm.disconnect(timeout=5)
 
 
 async def test_an_origin_some_tenant_allows_passes_the_handshake(tenant, other_tenant):
@@ -91,4 +91,4 @@ async def test_an_origin_some_tenant_allows_passes_the_handshake(tenant, other_t
     await allowed.disconnect()
     refused = _socket(headers=[(b"origin", b"https://shop.example.com.evil.example")])
     assert await refused.connect() == (False, 4403)
-    await refused.wait(timeout=5)
+    await refused.disconnect(timeout=5)

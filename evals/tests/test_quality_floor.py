@@ -52,6 +52,7 @@ def test_the_held_out_faq_answers_stay_above_their_floor(tmp_path, settings):
     assert not low, f"under the floor {ANSWER_FLOOR}: {low}"
 
 
+@pytest.mark.slow
 def test_the_verifier_keeps_faithful_sentences_and_rejects_changed_facts():
     report = calibrate(triples_load(CALIBRATION))
     faithful_ok, n = report.rate(report.outcomes, "faithful")

@@ -201,6 +201,7 @@ def test_nul_and_control_characters_never_reach_the_text():
     assert [result.text[b.start : b.end] for b in result.blocks] == [b.text for b in result.blocks]
 
 
+@pytest.mark.slow
 def test_ten_mib_of_small_paragraphs_extracts_every_paragraph():
     data = poison.paragraphs(10 * 1024 * 1024)
     result = extract(data=data, content_type=PLAIN)

@@ -1,5 +1,7 @@
 """Plain-text FAQs as they are written: Q:/A: entries, numbered titles, lists, indented code."""
 
+import pytest
+
 from knowledge.extraction import PLAIN, extract
 
 
@@ -248,6 +250,7 @@ def test_a_short_question_line_over_its_answer_is_a_heading_but_code_in_capitals
     ]
 
 
+@pytest.mark.slow
 def test_hostile_plain_text_extracts_in_linear_time():
     """Every structure the reader looks for, repeated a hundred thousand times in one
     paragraph: hyphenated wraps, bullets, numbered lines, indented lines, questions. Quadratic

@@ -103,6 +103,7 @@ def test_every_bomb_fails_in_the_child_with_its_reason_and_bounded_memory(bomb):
     assert _peak_rss() - before < 64 * MIB
 
 
+@pytest.mark.slow
 def test_a_file_that_needs_more_memory_than_allowed_ends_at_the_limit_not_in_the_worker():
     """The same file extracts with enough memory: the limit, not the file, decided."""
     data = poison.tiny_elements_html(MIB)

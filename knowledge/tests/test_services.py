@@ -232,6 +232,7 @@ def _long_markdown(paragraphs: int) -> bytes:
     return f"# Returns\n\n{body}\n".encode()
 
 
+@pytest.mark.slow
 def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(tenant):
     document = upload(tenant, "long.md", _long_markdown(150))
     runs = 0
@@ -258,6 +259,7 @@ def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(ten
     assert sorted(live.values_list("ordinal", flat=True)) == list(range(document.chunks_total))
 
 
+@pytest.mark.slow
 def test_audience_changed_while_embedding_applies_to_every_stored_passage(tenant):
     document = upload(tenant, "long.md", _long_markdown(150), audience="agents")
     real = indexing.embed_texts

@@ -288,6 +288,7 @@ def test_a_receive_lock_left_held_by_an_ended_loop_does_not_stall_the_next_loop(
     assert asyncio.run(second_loop()) == {"type": "two"}
 
 
+@pytest.mark.slow
 def test_pumps_cancelled_at_any_moment_against_real_valkey_all_stop_and_lose_nothing():
     """Fifty event loops, each cancelled at a random moment of a busy channel, as fifty test
     teardowns or daphne shutdowns would. Each stops; every message sent reached its consumer

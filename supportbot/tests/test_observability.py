@@ -152,6 +152,7 @@ def test_tracing_is_off_by_default_and_then_costs_nothing(monkeypatch):
     assert tracing.inject({}) == {}
 
 
+@pytest.mark.slow
 def test_otlp_endpoint_turns_tracing_on_and_sdk_disabled_wins(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
@@ -228,6 +229,7 @@ def test_forged_task_context_is_not_trusted_as_ids():
     assert seen["ids"][1] is None
 
 
+@pytest.mark.slow
 def test_task_signals_survive_a_dead_metrics_store(monkeypatch):
     monkeypatch.setattr(tasks, "_redis", Redis(host="127.0.0.1", port=free_port()))
     task = {"id": "t3", "func": "x.y", "args": (), "kwargs": {}, "success": True}

@@ -58,6 +58,7 @@ def test_schema_has_the_partner_and_console_operations(api_schema):
     assert "/console/api/widget-secret/rotate" in paths
 
 
+@pytest.mark.slow
 def test_api_conforms_to_its_schema_and_never_answers_5xx(api_schema, credentials):
     """Every operation, `MAX_EXAMPLES` generated requests each (schemathesis strategies run
     by hypothesis here: its pytest plugin does not run under this pytest)."""
