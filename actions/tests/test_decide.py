@@ -8,8 +8,9 @@ import pytest
 from actions import services
 from actions.models import ActionRequest
 from actions.tests.conftest import propose_and_run
-from supportbot.errors import ApplicationError, Conflict, NotFound
+from supportbot.errors import ApplicationError, Conflict, NotFound, PermissionDenied
 from supportbot.models import AuditEvent
+from supportbot.services import Actor
 
 State = ActionRequest.State
 
@@ -66,6 +67,9 @@ def test_order_system_down_at_approval_refuses_the_decision_and_keeps_it_waiting
         _decide(action, agent)
 
     assert raised.value.code == "provider_unavailable"
+    assert raised.value.detail == (
+        "The order system cannot be reached to re-check this refund; try again shortly."
+    )
     action.refresh_from_db()
     assert action.state == State.AWAITING_APPROVAL
     assert shop.refund_posts() == 0
@@ -103,12 +107,27 @@ def test_a_denial_needs_a_reason_even_when_none_is_given(shop, alice, agent):
         with pytest.raises(ApplicationError) as raised:
             _decide(action, agent, approve=False, reason=reason)
         assert raised.value.field == "reason"
+        assert raised.value.detail == "Say why the action is denied."
     action.refresh_from_db()
     assert action.state == State.AWAITING_APPROVAL
 
 
 def test_an_unknown_action_is_not_found(shop, agent):
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as raised:
         services.action_decide(
             action_id=987654, agent=agent, approve=True, reason="", expected_version=1
         )
+    assert raised.value.detail == "No such action."
+
+
+def test_a_refused_decision_says_why(shop, tenant, alice, agent):
+    services.action_policy_set(
+        tenant=tenant, actor=Actor.system("test"), approver_roles={"high": ["admin"]}
+    )
+    action = _waiting(alice, 120)
+
+    with pytest.raises(PermissionDenied) as raised:
+        _decide(action, agent)
+
+    assert raised.value.code == "role_not_allowed"
+    assert raised.value.detail

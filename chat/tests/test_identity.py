@@ -220,3 +220,87 @@ def test_identity_session_naming_no_secret_is_refused(tenant):
     )
     with pytest.raises(IdentityError):
         identity_session_verify(tenant=tenant, token=legacy)
+
+
+def _failure(call) -> tuple[str, str | None, str]:
+    with pytest.raises(IdentityError) as caught:
+        call()
+    return caught.value.code, caught.value.field, caught.value.detail
+
+
+def test_each_refused_session_or_visitor_token_names_its_field_code_and_reason(
+    tenant, other_tenant
+):
+    """What the socket's `error` event carries for each refusal (docs/chat-protocol.md): the
+    page re-identifies on `identity_expired`, drops the token named by `field` otherwise."""
+    session = _session_for(tenant)
+    identity = identity_session_verify(tenant=tenant, token=session)
+    expired = identity_session_make(
+        tenant=tenant,
+        identity=VerifiedIdentity(
+            external_id="r", expires_at=int(time.time()) - 1, secret_id=identity.secret_id
+        ),
+    )
+    _, visitor = visitor_token_make(tenant=tenant)
+
+    def verify_session(token, on=tenant):
+        return lambda: identity_session_verify(tenant=on, token=token)
+
+    def verify_visitor(token, on=tenant):
+        return lambda: visitor_token_verify(tenant=on, token=token)
+
+    refusals = {
+        "forged session": verify_session(session[:-2] + "xx"),
+        "another site's session": verify_session(session, other_tenant),
+        "expired session": verify_session(expired),
+        "forged visitor token": verify_visitor(visitor[:-2] + "xx"),
+        "another site's visitor token": verify_visitor(visitor, other_tenant),
+    }
+    found = {what: _failure(call) for what, call in refusals.items()}
+    tenant_widget_secret_rotate(tenant=tenant, actor=Actor.system(), overlap_seconds=0)
+    tenant.refresh_from_db()
+    found["session of a rotated-out secret"] = _failure(verify_session(session))
+
+    assert found == {
+        "forged session": ("invalid_identity", "identity_session", "Invalid identity session."),
+        "another site's session": (
+            "invalid_identity",
+            "identity_session",
+            "Identity session belongs to another site.",
+        ),
+        "expired session": (
+            "identity_expired",
+            "identity_session",
+            "Identity expired; sign in again.",
+        ),
+        "forged visitor token": ("invalid_identity", "visitor", "Invalid visitor token."),
+        "another site's visitor token": (
+            "invalid_identity",
+            "visitor",
+            "Visitor token belongs to another site.",
+        ),
+        "session of a rotated-out secret": (
+            "identity_expired",
+            "identity_session",
+            "The site's widget secret changed; sign in again.",
+        ),
+    }
+
+
+def test_a_visitor_token_older_than_ninety_days_is_refused(tenant, monkeypatch):
+    """A visitor token is a bearer credential for an anonymous conversation: it ends."""
+    from chat.identity import VISITOR_MAX_AGE
+
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now - VISITOR_MAX_AGE - 60)
+    _, old = visitor_token_make(tenant=tenant)
+    monkeypatch.setattr(time, "time", lambda: now - VISITOR_MAX_AGE + 60)
+    visitor_id, recent = visitor_token_make(tenant=tenant)
+    monkeypatch.setattr(time, "time", lambda: now)
+
+    assert visitor_token_verify(tenant=tenant, token=recent) == visitor_id
+    assert _failure(lambda: visitor_token_verify(tenant=tenant, token=old)) == (
+        "invalid_identity",
+        "visitor",
+        "Invalid visitor token.",
+    )

@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from config import urls
 from conversations.models import Conversation
+from supportbot import idempotency
 from supportbot.models import IdempotencyKey
 from supportbot.services import api_key_create
 from supportbot.tests.factories import MembershipFactory
@@ -236,3 +237,28 @@ def test_two_requests_racing_with_one_key_run_once(api_key, tenant, monkeypatch)
     replay = create(client, key="k-race")
     assert replay["Idempotent-Replayed"] == "true"
     assert replay.json() == next(r for r in answers if r.status_code == 201).json()
+
+
+def test_forgetting_a_conversation_deletes_only_its_tenants_keys_of_it(tenant, other_tenant):
+    """Erasure (`idempotency_forget`): the saved responses of these conversations of this
+    tenant go; another conversation's, and another tenant's with the same conversation id,
+    stay."""
+
+    def saved(owner, conversation_id, key):
+        return IdempotencyKey.objects.create(
+            tenant=owner,
+            key=key,
+            method="POST",
+            path="/api/v1/conversations",
+            request_hash="h",
+            conversation_id=conversation_id,
+        )
+
+    gone = [saved(tenant, 7, "a"), saved(tenant, 8, "b")]
+    kept = [saved(tenant, 9, "c"), saved(other_tenant, 7, "d"), saved(tenant, None, "e")]
+
+    assert idempotency.idempotency_forget(tenant_id=tenant.pk, conversation_ids=[]) == 0
+    assert IdempotencyKey.objects.count() == 5
+    assert idempotency.idempotency_forget(tenant_id=tenant.pk, conversation_ids=[7, 8]) == 2
+    assert set(IdempotencyKey.objects.values_list("pk", flat=True)) == {k.pk for k in kept}
+    assert not IdempotencyKey.objects.filter(pk__in=[k.pk for k in gone]).exists()
