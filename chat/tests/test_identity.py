@@ -89,7 +89,11 @@ def test_a_token_is_redeemed_once_only(tenant):
     assert identity_token_redeem(tenant=tenant, token=token).external_id == "alice"
     with pytest.raises(IdentityError) as caught:
         identity_token_redeem(tenant=tenant, token=token)
-    assert caught.value.code == "identity_replayed"
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        "identity_replayed",
+        "identity",
+        "Identity token was already used; get a fresh one from your site.",
+    )
     # A fresh token for the same customer (another nonce) is fine.
     identity_token_redeem(
         tenant=tenant, token=identity_token_make(tenant=tenant, external_id="alice")
@@ -304,3 +308,13 @@ def test_a_visitor_token_older_than_ninety_days_is_refused(tenant, monkeypatch):
         "visitor",
         "Invalid visitor token.",
     )
+
+
+def test_a_redeemed_token_stays_refused_for_the_rest_of_its_life(tenant):
+    """The used-mark outlives the token: a replay in its last seconds is refused too."""
+    token = identity_token_make(tenant=tenant, external_id="carol", ttl_seconds=5)
+    identity_token_redeem(tenant=tenant, token=token)
+    time.sleep(1.6)  # a mark kept for less than the token's life has expired by now
+    with pytest.raises(IdentityError) as caught:
+        identity_token_redeem(tenant=tenant, token=token)
+    assert caught.value.code == "identity_replayed"
