@@ -2,13 +2,17 @@
 
 import pytest
 
+from knowledge.text import content_words
 from verification import (
+    MIN_CLAIM_WORDS,
     EchoGate,
+    PassageVerifier,
     RelevanceGate,
     best_sentences,
     split_sentences,
     verify_answer,
 )
+from verification.verifier import SentenceCheck, Verification
 
 RETURNS = (
     "Unopened items can be returned within 30 days of delivery for a full refund to the original "
@@ -136,3 +140,26 @@ def test_a_sentence_calling_something_approved_needs_a_passage_that_does():
     assert "policy terms not in passage: ['approved']" in result.checks[0].reasons
     passage = "Refunds of $50 or less are approved automatically."
     assert verify_answer("A refund of $50 or less is approved automatically.", [passage]).supported
+
+
+def test_a_claim_of_exactly_the_minimum_words_can_be_supported():
+    sentence = "Refunds take days."
+    assert len(content_words(sentence)) == MIN_CLAIM_WORDS
+    check = PassageVerifier(["Refunds take days. Shipping is free."]).check(sentence)
+    assert (check.supported, check.passage_index, check.reasons) == (True, 1, [])
+
+
+def test_the_verified_text_cites_each_kept_sentence_and_lists_each_passage_once():
+    verification = Verification(
+        [
+            SentenceCheck("Refunds take 5 days.", True, 2),
+            SentenceCheck("Made up.", False, 1),
+            SentenceCheck("Shipping is free.", True, 1),
+            SentenceCheck("Refunds go to the card.", True, 2),
+            SentenceCheck("Uncited.", True, None),
+        ]
+    )
+    assert verification.text() == (
+        "Refunds take 5 days. [2] Shipping is free. [1] Refunds go to the card. [2] Uncited. [None]"
+    )
+    assert verification.cited_indexes() == [2, 1]
