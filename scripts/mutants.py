@@ -163,6 +163,7 @@ _NO_POSITIONAL = "our DRF views are routed with keyword arguments only: `*args` 
 _IDEM = "supportbot.idempotency.x"
 _KEY_LABEL = "the label only names a secret inside sessions made by the same code; any label works"
 _VISITOR_ID = "any length from 16 random bytes up keeps a visitor id unguessable"
+_NONCE = "any nonce of 12 random bytes or more keeps tokens unique"
 _REASON_TEXT = (
     "a drop reason's wording (or None): the gate asks only whether any reason exists; the"
     " text is a diagnostic in the verification record"
@@ -221,6 +222,20 @@ EXPLAINED: dict[str, str] = {
     "chat.identity.x_identity_token_redeem__mutmut_18": _MARK_NAME,
     "chat.identity.x_identity_token_redeem__mutmut_24": _MARK_NAME,
     "chat.identity.x_identity_token_redeem__mutmut_25": _MARK_NAME,
+    "chat.identity.x_identity_token_make__mutmut_1": (
+        "the default lifetime (one hour or one second more): sites set their own"
+    ),
+    "chat.identity.x_identity_token_make__mutmut_15": _NONCE,
+    "chat.identity.x_identity_token_make__mutmut_16": _NONCE,
+    "chat.identity.x__secrets_in_force__mutmut_6": (
+        "the instant the rotation overlap ends (`until == now`), to the microsecond"
+    ),
+    "chat.identity.x_identity_token_verify__mutmut_80": (
+        "the one second in which `expires == now`: expiry is to the second, by design"
+    ),
+    "chat.identity.x_identity_token_verify__mutmut_91": (
+        "a token whose lifetime is exactly the maximum plus the clock skew, to the second"
+    ),
     "verification.verifier.x__check_against__mutmut_11": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_12": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_13": _REASON_TEXT,
@@ -589,8 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.collect:
         for target in chosen:
             if (WORK / target.name / "mutants").exists():
-                note = results.outcomes.get(target.name, {}).get("note", "")
-                results.put(collect(target, args.slot_offset, note=note))
+                results.put(collect(target, args.slot_offset))
     elif args.recheck:
         known = [t for t in chosen if t.name in results.outcomes]
         _in_slots(args, known, lambda t, slot: recheck(t, results.outcomes[t.name], slot))

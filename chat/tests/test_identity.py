@@ -318,3 +318,46 @@ def test_a_redeemed_token_stays_refused_for_the_rest_of_its_life(tenant):
     with pytest.raises(IdentityError) as caught:
         identity_token_redeem(tenant=tenant, token=token)
     assert caught.value.code == "identity_replayed"
+
+
+@pytest.mark.parametrize("external_id", ["a", "ab", "abc", "abcd", "abcde", "ünï-42/x"])
+def test_every_customer_id_length_round_trips_in_an_unpadded_token(tenant, external_id):
+    token = identity_token_make(tenant=tenant, external_id=external_id)
+    assert "=" not in token  # URL-safe base64 without padding, as the docs' recipe makes it
+    assert identity_token_verify(tenant=tenant, token=token).external_id == external_id
+
+
+def test_each_refused_identity_token_names_its_field_and_reason(tenant, other_tenant):
+    now = int(time.time())
+    good = identity_token_make(tenant=tenant, external_id="alice")
+    refusals = {
+        "too few parts": "v2.YQ.1",
+        "expiry not a number": "v1.YQ.soon.00",
+        "another site's": identity_token_make(tenant=other_tenant, external_id="alice"),
+        "expired": identity_token_make(tenant=tenant, external_id="alice", ttl_seconds=-5),
+        "too long-lived": identity_token_make(
+            tenant=tenant, external_id="alice", ttl_seconds=10 * 365 * 86400
+        ),
+    }
+    found = {
+        what: _failure(lambda token=token: identity_token_verify(tenant=tenant, token=token))
+        for what, token in refusals.items()
+    }
+    assert identity_token_verify(tenant=tenant, token=good).expires_at > now
+    max_lifetime = tenant.identity_token_max_lifetime_s
+    assert found == {
+        "too few parts": ("invalid_identity", "identity", "Malformed identity token."),
+        "expiry not a number": ("invalid_identity", "identity", "Malformed identity token."),
+        "another site's": (
+            "invalid_identity",
+            "identity",
+            "Identity token signature does not match.",
+        ),
+        "expired": ("invalid_identity", "identity", "Identity token has expired."),
+        "too long-lived": (
+            "invalid_identity",
+            "identity",
+            "Identity token lives too long: it may expire at most "
+            f"{max_lifetime} s after it is made.",
+        ),
+    }
