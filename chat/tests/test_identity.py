@@ -361,3 +361,16 @@ def test_each_refused_identity_token_names_its_field_and_reason(tenant, other_te
             f"{max_lifetime} s after it is made.",
         ),
     }
+
+
+def test_a_customer_id_of_1_to_200_characters_is_accepted_and_no_other(tenant):
+    for external_id in ("x", "x" * 200):
+        token = identity_token_make(tenant=tenant, external_id=external_id)
+        assert identity_token_verify(tenant=tenant, token=token).external_id == external_id
+    for external_id in ("", "x" * 201):
+        token = identity_token_make(tenant=tenant, external_id=external_id)
+        assert _failure(lambda token=token: identity_token_verify(tenant=tenant, token=token)) == (
+            "invalid_identity",
+            "identity",
+            "Identity token names no valid customer id.",
+        )
