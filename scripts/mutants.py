@@ -106,7 +106,11 @@ TARGETS = [
     Target(
         "answer-cache",
         "chat/orchestrator/answer_cache.py",
-        ["chat/tests/test_answer_cache_audience.py", "chat/tests/test_orchestrator.py"],
+        [
+            "chat/tests/test_answer_cache_audience.py",
+            "chat/tests/test_orchestrator.py",
+            "chat/tests/test_answer_cache.py",
+        ],
         "answer cache keyed by tenant, audience, segments and knowledge version",
     ),
     Target(
@@ -236,6 +240,12 @@ EXPLAINED: dict[str, str] = {
     "chat.identity.x_identity_token_verify__mutmut_91": (
         "a token whose lifetime is exactly the maximum plus the clock skew, to the second"
     ),
+    **{
+        f"chat.orchestrator.answer_cache.x_cache_put__mutmut_{n}": (
+            "the log line's wording and traceback when Redis is down: operators' text, no promise"
+        )
+        for n in (31, 32, 33, 34)
+    },
     "verification.verifier.x__check_against__mutmut_11": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_12": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_13": _REASON_TEXT,
