@@ -167,6 +167,8 @@ _NO_POSITIONAL = "our DRF views are routed with keyword arguments only: `*args` 
 _IDEM = "supportbot.idempotency.x"
 _KEY_LABEL = "the label only names a secret inside sessions made by the same code; any label works"
 _VISITOR_ID = "any length from 16 random bytes up keeps a visitor id unguessable"
+_LOCALE_CASE = "babel parses locale names case-insensitively (`de_de` is `de_DE`)"
+_TEXT_EDGE = "a made-up word at the text's edge is no currency, suffix or figure, as '' is not"
 _NONCE = "any nonce of 12 random bytes or more keeps tokens unique"
 _REASON_TEXT = (
     "a drop reason's wording (or None): the gate asks only whether any reason exists; the"
@@ -246,6 +248,16 @@ EXPLAINED: dict[str, str] = {
         )
         for n in (31, 32, 33, 34)
     },
+    "actions.money.x__read_number__mutmut_7": _LOCALE_CASE,
+    "actions.money.x__read_number__mutmut_8": _LOCALE_CASE,
+    "actions.money.x_read_amounts__mutmut_17": _TEXT_EDGE,
+    "actions.money.x_read_amounts__mutmut_26": _TEXT_EDGE,
+    "actions.money.x__with_digits__mutmut_7": (
+        "an order id becomes a word either way: no figure, currency or number word"
+    ),
+    "actions.money.x__currency_next_to__mutmut_13": (
+        "the span of a figure with no currency before it is rewritten or unused (a bare number)"
+    ),
     "verification.verifier.x__check_against__mutmut_11": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_12": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_13": _REASON_TEXT,

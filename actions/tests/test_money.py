@@ -25,6 +25,7 @@ CASES = [
     ("I paid 20 bucks", [("20.00", "USD", "20 bucks")], [], []),
     ("30 QUID", [("30.00", "GBP", "30 QUID")], [], []),
     ("twelve dollars", [("12.00", "USD", "12 dollars")], [], []),
+    ("order 5 items for twenty dollars", [("20.00", "USD", "20 dollars")], [], ["5"]),
     # cents become dollars; a fraction of a cent is not money
     ("50 cents", [("0.50", "USD", "50 cents")], [], []),
     ("150 CENTS", [("1.50", "USD", "150 CENTS")], [], []),
