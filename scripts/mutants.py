@@ -84,7 +84,7 @@ TARGETS = [
     Target(
         "identity",
         "chat/identity.py",
-        ["chat/tests/test_identity.py", "chat/tests/test_consumers_identity.py"],
+        ["chat/tests/test_consumers_identity.py", "chat/tests/test_identity.py"],
         "signed customer identity, single-use tokens, sessions, visitor tokens",
     ),
     Target(
@@ -100,7 +100,7 @@ TARGETS = [
     Target(
         "verifier",
         "verification/verifier.py",
-        ["verification/tests/test_verification.py", "verification/tests/test_alignment.py"],
+        ["verification/tests/test_alignment.py", "verification/tests/test_verification.py"],
         "the verification gate: a generated sentence is published only when supported",
     ),
     Target(
@@ -126,7 +126,11 @@ TARGETS = [
     Target(
         "tenant-filters",
         "knowledge/selectors/filters.py",
-        ["knowledge/tests/test_selectors.py", "chat/tests/test_answer_cache_audience.py"],
+        [
+            "knowledge/tests/test_selectors.py",
+            "chat/tests/test_answer_cache_audience.py",
+            "knowledge/tests/test_filters.py",
+        ],
         "every search's WHERE clause: tenant, live, audience and segments",
     ),
 ]
@@ -257,6 +261,13 @@ EXPLAINED: dict[str, str] = {
     ),
     "actions.money.x__currency_next_to__mutmut_13": (
         "the span of a figure with no currency before it is rewritten or unused (a bare number)"
+    ),
+    **{
+        f"knowledge.selectors.filters.x_filter_sql__mutmut_{n}": "SQL keywords are case-insensitive"
+        for n in (3, 12, 15, 22)
+    },
+    "knowledge.selectors.filters.xǁAudienceǁcustomer__mutmut_3": (
+        "`customer` is the dataclass's default kind"
     ),
     "verification.verifier.x__check_against__mutmut_11": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_12": _REASON_TEXT,
