@@ -45,7 +45,7 @@ test: setup
 # fixtures in conftest.py; a test that spawns one without it fails here), no `slow` tests.
 FAST_WORKERS ?= auto
 test-fast: setup
-	SUPPORTBOT_REDIS_DB=1 SUPPORTBOT_TEST_LANE=fast $(PY) -m pytest -n $(FAST_WORKERS) \
+	SUPPORTBOT_ENV=test SUPPORTBOT_REDIS_DB=1 SUPPORTBOT_TEST_LANE=fast $(PY) -m pytest -n $(FAST_WORKERS) \
 		-m "not vllm and not browser and not process and not slow" $(PYTEST_ARGS)
 
 lint: setup

@@ -269,6 +269,30 @@ EXPLAINED: dict[str, str] = {
     "knowledge.selectors.filters.xǁAudienceǁcustomer__mutmut_3": (
         "`customer` is the dataclass's default kind"
     ),
+    "chat.identity.x__secret_id__mutmut_5": _KEY_LABEL,
+    "chat.identity.x__b64d__mutmut_6": (
+        "Python's base64 decoder ignores surplus padding, so adding 3 '=' instead of 1 decodes"
+        " the same"
+    ),
+    **{
+        f"chat.orchestrator.answer_cache.x_cache_put__mutmut_{n}": (
+            "the log line's wording and traceback when Redis is down: operators' text, no promise"
+        )
+        for n in (35, 36, 37)
+    },
+    **{
+        f"verification.verifier.xǁPassageVerifierǁ_check__mutmut_{n}": (
+            "the wording of an internal error no caller shows (no passages is refused earlier)"
+        )
+        for n in (41, 42, 43)
+    },
+    "verification.verifier.xǁPassageVerifierǁ_check__mutmut_50": (
+        "None and False are both 'not supported' to every reader of the flag"
+    ),
+    "verification.verifier.xǁPassageVerifierǁ_check__mutmut_5": _FLOAT_EDGE,
+    "verification.verifier.xǁPassageVerifierǁ_check__mutmut_37": (
+        "a tie between two candidates equally supported and equally close keeps either"
+    ),
     "verification.verifier.x__check_against__mutmut_11": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_12": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_13": _REASON_TEXT,
