@@ -163,3 +163,35 @@ def test_the_verified_text_cites_each_kept_sentence_and_lists_each_passage_once(
         "Refunds take 5 days. [2] Shipping is free. [1] Refunds go to the card. [2] Uncited. [None]"
     )
     assert verification.cited_indexes() == [2, 1]
+
+
+CANDIDATE_PASSAGES = [
+    "Refunds are issued within five business days of approval.",
+    "Standard shipping is free on every order over fifty dollars.",
+]
+
+
+@pytest.mark.parametrize(
+    ("claim", "supported", "passage"),
+    [
+        ("Refunds are issued within five business days of approval.", True, 1),  # uncited
+        ("Shipping is free on every order over fifty dollars.", True, 2),  # uncited, not first
+        ("Refunds are issued within five business days of approval. [1]", True, 1),
+        ("Shipping is free on every order over fifty dollars. [2]", True, 2),
+        # a claim is checked only against the passages it cites, the first and last included
+        ("Refunds are issued within five business days of approval. [2]", False, 2),
+        ("Shipping is free on every order over fifty dollars. [1]", False, 1),
+    ],
+)
+def test_a_claim_is_checked_against_the_passages_it_cites_or_else_all(claim, supported, passage):
+    check = PassageVerifier(CANDIDATE_PASSAGES).check(claim)
+    assert (check.supported, check.passage_index) == (supported, passage)
+
+
+def test_the_supporting_sentence_is_found_wherever_it_stands_in_a_long_passage():
+    passage = (
+        "Our store opened in 1998. We sell tents and sleeping bags. Our staff are campers too. "
+        "We ship to most countries. Gift cards never expire and can be used on any order."
+    )
+    check = PassageVerifier([passage]).check("Gift cards never expire and work on any order.")
+    assert (check.supported, check.passage_index) == (True, 1)
