@@ -320,7 +320,8 @@ def test_a_redeemed_token_stays_refused_for_the_rest_of_its_life(tenant):
     assert caught.value.code == "identity_replayed"
 
 
-@pytest.mark.parametrize("external_id", ["a", "ab", "abc", "abcd", "abcde", "ünï-42/x"])
+# "abW" encodes to "YWJX": an id whose encoding ends in a letter a padding strip could eat.
+@pytest.mark.parametrize("external_id", ["a", "ab", "abc", "abW", "abcd", "abcde", "ünï-42/x"])
 def test_every_customer_id_length_round_trips_in_an_unpadded_token(tenant, external_id):
     token = identity_token_make(tenant=tenant, external_id=external_id)
     assert "=" not in token  # URL-safe base64 without padding, as the docs' recipe makes it
