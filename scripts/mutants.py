@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "mutants"
 REPORT = ROOT / "docs" / "reports" / "mutants.md"
+MUTMUT = [str(ROOT / ".venv" / "bin" / "mutmut")]
 PACKAGES = [
     "actions",
     "bench",
@@ -400,11 +401,10 @@ def run_target(
     path = _scratch(target.name)
     with open(path / "pyproject.toml", "a") as f:
         f.write(_mutmut_config(target))
-    mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
     log = path / "mutmut.log"
     with open(log, "w") as out:
         running = subprocess.Popen(
-            [*mutmut, "run", "--max-children", str(max_children)],
+            [*MUTMUT, "run", "--max-children", str(max_children)],
             cwd=path,
             env=_env(slot),
             stdout=out,
@@ -424,18 +424,17 @@ def run_target(
     return outcome
 
 
+def _mutmut(*args: str, cwd: Path, slot: int) -> subprocess.CompletedProcess:
+    """Run a mutmut command in a scratch copy, on a slot's services; output captured."""
+    return subprocess.run(
+        [*MUTMUT, *args], cwd=cwd, env=_env(slot), capture_output=True, text=True, check=False
+    )
+
+
 def collect(target: Target, slot: int, note: str = "") -> Outcome:
     """The outcome of the mutmut run in the target's scratch copy, finished or not."""
     path = WORK / target.name
-    mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
-    listed = subprocess.run(
-        [*mutmut, "results", "--all", "true"],
-        cwd=path,
-        env=_env(slot),
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
+    listed = _mutmut("results", "--all", "true", cwd=path, slot=slot).stdout
     outcome = Outcome(target.name, note=note)
     for line in listed.splitlines():
         name, _, status = line.strip().rpartition(": ")
@@ -443,14 +442,7 @@ def collect(target: Target, slot: int, note: str = "") -> Outcome:
             continue
         outcome.counts[status] = outcome.counts.get(status, 0) + 1
         if status == "survived":
-            shown = subprocess.run(
-                [*mutmut, "show", name],
-                cwd=path,
-                env=_env(slot),
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout
+            shown = _mutmut("show", name, cwd=path, slot=slot).stdout
             outcome.survivors[name] = _changed_lines(shown)
     if outcome.counts.get("not checked") and not note:
         outcome.note = "run stopped before the end: the rest `not checked`"
@@ -471,18 +463,11 @@ def recheck(target: Target, outcome: dict, slot: int) -> None:
     if not survivors or not (source_scratch / "mutants").exists():
         return
     work = _scratch(f"recheck-{target.name}")
-    mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
     module = source_scratch / target.module
     original = module.read_text()
     try:
         for name in survivors:
-            applied = subprocess.run(
-                [*mutmut, "apply", name],
-                cwd=source_scratch,
-                env=_env(slot),
-                check=False,
-                capture_output=True,
-            )
+            applied = _mutmut("apply", name, cwd=source_scratch, slot=slot)
             if applied.returncode != 0 or module.read_text() == original:
                 verdicts[name] = "could not be applied again"
                 continue
