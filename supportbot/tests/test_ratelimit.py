@@ -179,3 +179,83 @@ def test_the_previous_window_weighs_by_the_share_still_inside_the_last_window(
     clock.now += 45.0  # 15 s into the next window: 3/4 of the previous 10 still count
     verdicts = [ratelimit.rate_limit_hit(limit=limit, key=("w",)).allowed for _ in range(4)]
     assert verdicts == [True, True, False, False]
+
+
+def test_an_unknown_limit_name_is_named_in_the_configuration_error():
+    with pytest.raises(ImproperlyConfigured, match="'no_such_limit'"):
+        ratelimit.limit_get("no_such_limit")
+
+
+def test_a_fresh_local_store_counts_each_window_and_clears():
+    store = ratelimit._Local()
+    assert store.hit("k", 7, 1) == (0, 1)
+    assert store.hit("k", 8, 2) == (1, 2)  # the previous window's hits come back beside these
+    store.counts["lock"] = (1, 0.0)
+    store.clear()
+    assert (store.counts, store.windows) == ({}, {})
+    assert store.hit("k", 8, 1) == (0, 1)
+
+
+def test_local_windows_are_kept_up_to_fifty_thousand_entries():
+    store = ratelimit._Local()
+    store.windows = {(f"old{i}", 98): 1 for i in range(49_999)}
+    store.hit("new", 100, 1)
+    assert len(store.windows) == 50_000  # at the bound: nothing pruned yet
+
+
+def test_local_windows_past_fifty_thousand_keep_only_this_and_the_previous_window():
+    store = ratelimit._Local()
+    store.windows = {(f"old{i}", 98): 1 for i in range(49_999)}
+    store.windows[("k", 99)] = 4  # the previous window still weighs in the sliding estimate
+    store.hit("k", 100, 1)  # 50,001 entries: pruned
+    assert store.windows == {("k", 99): 4, ("k", 100): 1}
+    assert store.hit("k", 100, 1) == (4, 2)
+
+
+def test_a_fresh_redis_state_connects_to_the_configured_redis():
+    state = ratelimit._RedisState()
+    client = state.get()
+    assert client is not None
+    assert client.ping()
+
+
+def test_falling_back_is_logged_once_per_outage_with_its_cause(settings, caplog):
+    settings.RATE_LIMIT_REDIS_RETRY_S = 30
+    state = ratelimit._RedisState()
+    with caplog.at_level("WARNING", logger="supportbot.ratelimit"):
+        state.failed(ConnectionError("refused by the test"))
+        state.failed(ConnectionError("again"))
+    messages = [r.getMessage() for r in caplog.records if r.name == "supportbot.ratelimit"]
+    assert messages == ["rate limits fall back to in-process counters: refused by the test"]
+    assert state.get() is None  # down for the retry interval
+
+
+@pytest.mark.parametrize("call", ["lockout_set", "lockout_remaining", "lockout_clear"])
+def test_each_lockout_call_that_meets_a_dead_redis_logs_why(redis_down, call, caplog):
+    with caplog.at_level("WARNING", logger="supportbot.ratelimit"):
+        if call == "lockout_set":
+            ratelimit.lockout_set(name="login_user", key=("dan",), seconds=5)
+        else:
+            getattr(ratelimit, call)(name="login_user", key=("dan",))
+    (record,) = [r for r in caplog.records if r.name == "supportbot.ratelimit"]
+    assert "fall back to in-process counters: Error" in record.getMessage()
+
+
+def test_a_lockout_set_in_redis_holds_in_every_process():
+    ratelimit.lockout_set(name="login_user", key=("ann",), seconds=30)
+    ratelimit._local.clear()  # another process has none of this one's memory
+    assert 25 <= ratelimit.lockout_remaining(name="login_user", key=("ann",)) <= 30
+
+
+def test_a_one_second_lockout_lasts_one_second_in_redis():
+    ratelimit.lockout_set(name="login_user", key=("sam",), seconds=1)
+    assert ratelimit.lockout_remaining(name="login_user", key=("sam",)) == 1
+
+
+def test_without_redis_an_unlocked_key_is_not_locked_and_a_lock_ends_when_cleared(redis_down):
+    assert ratelimit.lockout_remaining(name="login_user", key=("free",)) == 0
+    ratelimit.lockout_set(name="login_user", key=("zoe",), seconds=1)
+    # Less than a second left: still reported as one whole second, never as unlocked.
+    assert ratelimit.lockout_remaining(name="login_user", key=("zoe",)) == 1
+    ratelimit.lockout_clear(name="login_user", key=("zoe",))
+    assert ratelimit.lockout_remaining(name="login_user", key=("zoe",)) == 0

@@ -195,3 +195,18 @@ def test_the_supporting_sentence_is_found_wherever_it_stands_in_a_long_passage()
     )
     check = PassageVerifier([passage]).check("Gift cards never expire and work on any order.")
     assert (check.supported, check.passage_index) == (True, 1)
+
+
+def test_each_check_records_the_cosine_of_the_sentence_it_was_judged_against():
+    from knowledge.embeddings import embed_texts
+
+    claim = "Items marked final sale are not eligible for a refund of any kind."
+    verifier = PassageVerifier([RETURNS, SHIPPING])
+    check = verifier.check(claim)
+    sentences = [*split_sentences(RETURNS), *split_sentences(SHIPPING)]
+    claim_vec, *sentence_vecs = embed_texts([claim, *sentences])
+    closest = max(sum(a * b for a, b in zip(claim_vec, v, strict=True)) for v in sentence_vecs)
+    # Unsupported ("of any kind" is not in the passage) after comparing more than one close
+    # sentence: the record keeps the closest one's similarity.
+    assert not check.supported
+    assert check.semantic == pytest.approx(closest, abs=1e-4)
