@@ -23,6 +23,10 @@ TURNS = Counter(
     "Customer turns by how they ended: ok, or failed (an error escaped the turn).",
     ["outcome"],
 )
+TURNS_QUEUED = Counter(
+    "supportbot_chat_turns_queued",
+    "Customer turns that waited for a turn slot (the customer was told a place in line).",
+)
 FIRST_WORDS = Histogram(
     "supportbot_answer_first_words_seconds",
     "From the customer's message to the first words of the answer on the wire, by path.",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 import weakref
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import AsyncToSync, ThreadSensitiveContext
@@ -15,6 +18,9 @@ from chat.orchestrator.base import db
 from supportbot.db_connections import connections_release
 
 _turn_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# Told to a customer whose turn waits for a slot: (place in line, estimated seconds).
+OnQueued = Callable[[int, int], Awaitable[None]]
 
 
 class TurnSlots:
@@ -28,7 +34,14 @@ class TurnSlots:
 
     All bookkeeping happens on the event loop's thread without awaiting, so a turn cancelled
     while it waits takes nothing, and one cancelled while it runs gives its slot back.
+
+    A turn that has to wait is told its place in line and an estimated wait (`on_queued`):
+    the turns ahead of it, served `capacity` at a time, each taking as long as recent turns
+    took on average (`turn_seconds`, a moving average of how long a slot was held).
     """
+
+    FIRST_ESTIMATE_S = 3.0  # before any turn has finished in this process
+    SMOOTHING = 0.2  # weight of the newest turn in the moving average
 
     def __init__(self, total: int, per_tenant: int, reserved: int | None = None) -> None:
         self.capacity = max(1, total)
@@ -39,6 +52,7 @@ class TurnSlots:
         self.reserved = min(reserved, self.capacity - 1)
         self.running: dict[int, int] = {}
         self.in_use = 0
+        self.turn_seconds = self.FIRST_ESTIMATE_S
         self._waiters: list[asyncio.Future] = []
 
     def may_start(self, tenant_id: int) -> bool:
@@ -49,19 +63,32 @@ class TurnSlots:
         free = self.capacity - self.in_use
         return free > (self.reserved if held else 0)
 
+    def wait_estimate(self, position: int) -> int:
+        """Whole seconds until the turn at `position` in line (1: next) may start."""
+        rounds = math.ceil(position / self.capacity)
+        return max(1, math.ceil(rounds * self.turn_seconds))
+
     @contextlib.asynccontextmanager
-    async def hold(self, tenant_id: int):
-        await self._acquire(tenant_id)
+    async def hold(self, tenant_id: int, on_queued: OnQueued | None = None):
+        await self._acquire(tenant_id, on_queued)
+        started = time.monotonic()
         try:
             yield
         finally:
             self._release(tenant_id)
+            held = time.monotonic() - started
+            self.turn_seconds += self.SMOOTHING * (held - self.turn_seconds)
 
-    async def _acquire(self, tenant_id: int) -> None:
+    async def _acquire(self, tenant_id: int, on_queued: OnQueued | None = None) -> None:
+        told = on_queued is None
         while not self.may_start(tenant_id):
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
+                if not told:
+                    told = True
+                    position = len(self._waiters)
+                    await on_queued(position, self.wait_estimate(position))
                 await waiter
             finally:
                 with contextlib.suppress(ValueError):
@@ -118,14 +145,19 @@ async def _thread_of_its_own(name: str):
 
 
 @contextlib.asynccontextmanager
-async def own_thread(tenant_id: int):
+async def own_thread(tenant_id: int, on_queued: OnQueued | None = None):
     """Run a turn in a thread of its own, within the process's and the tenant's turn slots.
 
     Turns of different conversations proceed in parallel (asgiref would otherwise run every
     thread-sensitive call of the process on one shared thread); the bounds keep the
-    process's database connections finite and one tenant from taking every slot.
+    process's database connections finite and one tenant from taking every slot. A turn
+    that must wait for a slot calls `on_queued(position, seconds)` once before it waits.
     """
-    async with metrics.turn_tracked(), _slots().hold(tenant_id), _thread_of_its_own("turn"):
+    async with (
+        metrics.turn_tracked(),
+        _slots().hold(tenant_id, on_queued),
+        _thread_of_its_own("turn"),
+    ):
         yield
 
 

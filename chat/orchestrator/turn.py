@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from actions import intents as action_intents
-from chat import intents
+from chat import intents, metrics
 from chat.orchestrator import tools
 from chat.orchestrator.base import Emit, Outcome, Turn, TurnEvents, db, noop
 from chat.orchestrator.handoff import hand_off
@@ -81,8 +81,16 @@ async def handle_customer_message(
                 Message.State.CALLING_TOOL,
             ):
                 return Outcome(customer_message=message, reply=None, duplicate=True)
-    # Acknowledged: now wait for a turn slot (the sweeper answers it if this process dies).
-    async with own_thread(conversation.tenant_id):
+    # Acknowledged: now wait for a turn slot (the sweeper answers it if this process dies);
+    # a customer whose turn must wait is told the place in line and about how long.
+
+    async def queued(position: int, wait_seconds: int) -> None:
+        metrics.TURNS_QUEUED.inc()
+        await channel.reply(
+            events.answer_queued(reply_to=message.pk, position=position, wait_seconds=wait_seconds)
+        )
+
+    async with own_thread(conversation.tenant_id, queued):
         outcome = await _respond(conversation.pk, message, channel)
     outcome.duplicate = not created
     return outcome

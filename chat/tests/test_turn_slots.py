@@ -2,12 +2,17 @@
 one whose order system hangs) can hold only its share of them."""
 
 import asyncio
+import math
 import threading
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 
+from chat import orchestrator
 from chat.orchestrator.base import db
 from chat.orchestrator.slots import TurnSlots, own_thread
+from chat.tests.helpcenter import SHIPPING_MD, index_document
 from supportbot.models import Tenant
 
 
@@ -124,3 +129,140 @@ async def test_a_third_tenants_turn_runs_while_two_tenants_turns_hang_in_their_t
         hung.set()
         await asyncio.gather(*hanging)
     assert inside.qsize() == 1  # it ran once a slot came free
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_turn_that_must_wait_is_told_its_place_and_a_wait_from_recent_turns(
+    monkeypatch,
+):
+    clock = _Clock()
+    monkeypatch.setattr("chat.orchestrator.slots.time.monotonic", clock)
+    slots = TurnSlots(total=2, per_tenant=2)
+    release = asyncio.Event()
+    told: list[tuple[str, int, int]] = []
+
+    async def turn(tenant_id: int, name: str) -> None:
+        async def queued(position: int, wait_seconds: int) -> None:
+            told.append((name, position, wait_seconds))
+
+        async with slots.hold(tenant_id, queued):
+            await release.wait()
+
+    # Two turns of 8 s each finish: recent turns take longer than the first estimate.
+    for _ in range(2):
+        first = asyncio.create_task(turn(1, "warm"))
+        await asyncio.sleep(0)
+        clock.now += 8.0
+        release.set()
+        await first
+        release.clear()
+    assert 3.0 < slots.turn_seconds < 8.0  # moved toward 8 s, smoothed
+
+    tasks = [asyncio.create_task(turn(t, f"t{t}")) for t in (1, 2, 3, 4, 5)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # t1 and t2 hold both slots: t3 and t4 are one round away, t5 two rounds.
+    estimate = slots.turn_seconds
+    assert told == [
+        ("t3", 1, math.ceil(estimate)),
+        ("t4", 2, math.ceil(estimate)),
+        ("t5", 3, math.ceil(2 * estimate)),
+    ]
+    release.set()
+    await asyncio.gather(*tasks)
+    assert len(told) == 3  # told once, not again when woken to re-check
+
+
+async def test_a_turn_that_finds_a_free_slot_is_not_told_anything():
+    slots = TurnSlots(total=2, per_tenant=2)
+    told = []
+
+    async def queued(position: int, wait_seconds: int) -> None:
+        told.append(position)
+
+    async with slots.hold(1, queued):
+        pass
+    assert told == []
+
+
+async def test_a_turn_cancelled_while_it_is_being_told_takes_no_place_in_line():
+    slots = TurnSlots(total=1, per_tenant=1)
+    release, telling = asyncio.Event(), asyncio.Event()
+
+    async def slow_to_tell(position: int, wait_seconds: int) -> None:
+        telling.set()
+        await asyncio.Event().wait()  # a socket that never drains
+
+    async def turn(tenant_id: int, on_queued=None) -> None:
+        async with slots.hold(tenant_id, on_queued):
+            await release.wait()
+
+    running = asyncio.create_task(turn(1))
+    waiting = asyncio.create_task(turn(2, slow_to_tell))
+    await asyncio.wait_for(telling.wait(), 30)  # a guard against hanging, not a timing
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert slots._waiters == []
+    release.set()
+    await running
+    assert (slots.in_use, slots.running) == (0, {})
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_customer_whose_turn_waits_for_a_slot_is_told_then_answered(
+    settings, tenant, conversation
+):
+    """The real turn: the process's one slot is held by a hanging turn; the customer's message
+    is accepted, then `answer.queued` says first in line, and the answer follows once the
+    slot comes free."""
+    await sync_to_async(index_document)(tenant, "Shipping", SHIPPING_MD)
+    settings.ORCHESTRATOR_MAX_CONCURRENT_TURNS = 1
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    hung = threading.Event()
+    inside = asyncio.Event()
+
+    async def hanging_turn() -> None:
+        async with own_thread(tenant.pk + 1000):
+            inside.set()
+            await db(hung.wait)()
+
+    events: list[dict] = []
+    queued = asyncio.Event()
+
+    async def emit(event: dict) -> None:
+        events.append(event)
+        if event["type"] == "answer.queued":
+            queued.set()
+
+    hanging = asyncio.create_task(hanging_turn())
+    try:
+        await inside.wait()
+        turn = asyncio.create_task(
+            orchestrator.handle_customer_message(
+                conversation=conversation,
+                client_message_id="queued-1",
+                text="How long does standard shipping take?",
+                emit=emit,
+            )
+        )
+        await asyncio.wait_for(queued.wait(), 60)  # a guard against hanging, not a timing
+        types = [e["type"] for e in events]
+        assert types == ["message.accepted", "answer.queued"]
+        accepted, told = events
+        assert told["reply_to"] == accepted["message"]["id"]
+        assert (told["position"], told["wait_seconds"] >= 1) == (1, True)
+    finally:
+        hung.set()
+        await hanging
+    outcome = await asyncio.wait_for(turn, 120)
+    assert outcome.reply is not None
+    assert [e["type"] for e in events][-1] == "answer.completed"
+    assert "business days" in events[-1]["text"]
+    await sync_to_async(connections.close_all)()  # the indexing thread's connection

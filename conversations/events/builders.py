@@ -55,6 +55,11 @@ def answer_pending(*, reply_to: int, message_id: int | None = None) -> dict[str,
     return _event("answer.pending", reply_to=reply_to, message_id=message_id)
 
 
+@_builds("answer.queued")
+def answer_queued(*, reply_to: int, position: int, wait_seconds: int) -> dict[str, Any]:
+    return _event("answer.queued", reply_to=reply_to, position=position, wait_seconds=wait_seconds)
+
+
 @_builds("handoff.contact_saved")
 def handoff_contact_saved(*, email: str) -> dict[str, Any]:
     return _event("handoff.contact_saved", email=email)

@@ -58,6 +58,7 @@ _SPECS = (
     ),
     # `message_id`: the reply being written elsewhere, when it is reserved already.
     EventSpec("answer.pending", "direct", fields=("reply_to",), extra=("message_id",)),
+    EventSpec("answer.queued", "direct", fields=("reply_to", "position", "wait_seconds")),
     EventSpec(
         "handoff.started",
         "group",

@@ -134,6 +134,7 @@ SAMPLES = {
     "answer.revised": {"message_id": 6, "text": "“Refunds…” [1]", "citations": []},
     "answer.completed": {"message": MESSAGE},
     "answer.pending": {"reply_to": 5, "message_id": 6},
+    "answer.queued": {"reply_to": 5, "position": 2, "wait_seconds": 7},
     "handoff.started": {
         "handoff": SimpleNamespace(pk=3, reason="customer_request"),
         "position": SimpleNamespace(

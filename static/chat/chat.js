@@ -42,6 +42,7 @@
   const pending = new Map(Object.entries(store.get("pending") || {}));  // client id -> text
 
   function setStatus(text) { statusEl.textContent = text; }
+  let queuedNotice = false;  // the notice shown is a place in line (cleared when the answer starts)
   function showNotice(text) { notice.textContent = text; notice.hidden = !text; }
   function savePending() { store.set("pending", Object.fromEntries(pending)); }
 
@@ -253,6 +254,7 @@
     },
     "answer.started": (ev) => {
       typing.hidden = false;
+      if (queuedNotice) { queuedNotice = false; showNotice(""); }
       if (!rendered.get(ev.message_id)) {
         const el = bubble("bot", ev.message_id);
         rendered.set(ev.message_id, el);
@@ -271,6 +273,12 @@
     },
     "answer.completed": (ev) => { typing.hidden = true; renderMessage(ev.message); },
     "answer.pending": () => { typing.hidden = false; },
+    "answer.queued": (ev) => {
+      typing.hidden = false;
+      const ahead = ev.position > 1 ? `${ev.position - 1} ahead of you` : "you're next";
+      showNotice(`Lots of questions right now: ${ahead}, about ${ev.wait_seconds} s.`);
+      queuedNotice = true;
+    },
     "message.created": (ev) => {
       if (ev.message.state === "streaming") return;
       if (ev.message.role === "bot") typing.hidden = true;  // e.g. finished while reconnecting
