@@ -237,6 +237,34 @@ def test_summary_reports_in_scope_follow_ups_and_declines_separately():
     assert summary["follow_up_key_fact"] == (0, 1)
     assert summary["out_of_scope_declined"] == (0, 1)
     assert summary["unsupported_delivered"] == 1
+    assert summary["out_of_scope_adjacent_declined"] == (0, 0)
+
+
+def test_adjacent_out_of_scope_cases_are_counted_within_the_declines_and_on_their_own(tmp_path):
+    path = tmp_path / "eval_answers.json"
+    path.write_text(
+        json.dumps(
+            {
+                "tenant": "t",
+                "cases": [
+                    {"q": "a recipe for bread", "expect": "decline"},
+                    {"q": "does it run on windows 11", "expect": "decline", "category": "adjacent"},
+                    {"q": "the pro plan price?", "expect": "decline", "category": "adjacent"},
+                ],
+            }
+        )
+    )
+    far, near_refused, near_answered = eval_set_load(path).cases
+    assert (far.category, near_refused.category) == ("out", "adjacent")
+
+    def result(case, correct):
+        return CaseResult(case, "refusal", "", [], correct, [], None, None)
+
+    summary = summarize(
+        [result(far, True), result(near_refused, True), result(near_answered, False)]
+    )
+    assert summary["out_of_scope_declined"] == (2, 3)
+    assert summary["out_of_scope_adjacent_declined"] == (1, 2)
 
 
 def test_a_quote_holding_the_sources_own_quotation_marks_is_read_whole():

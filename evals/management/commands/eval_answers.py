@@ -75,6 +75,10 @@ def summary_rows(summary: dict, elapsed: float) -> list[tuple[str, str]]:
             _frac(summary["follow_up_alone_key_fact"]),
         ),
         ("out-of-scope refused or handed off", _frac(summary["out_of_scope_declined"])),
+        (
+            "  of which adjacent (near the corpus) refused",
+            _frac(summary["out_of_scope_adjacent_declined"]),
+        ),
         ("tricky (numbers, dates, exceptions) correct", _frac(summary["tricky_correct"])),
         ("unsupported claims delivered", str(summary["unsupported_delivered"])),
         (
