@@ -11,7 +11,9 @@ An eval file is one JSON object:
   whose labels sit on that last turn. Labels: `document` (expected cited title; a list when
   several documents say the same, any of them is the right source), `key_facts`
   (any-of phrases the reply text must contain), `must_contain` (all-of), `must_not_contain`,
-  `category` ("in_scope", "tricky", "follow_up", "out"; defaults from `expect`).
+  `category` ("in_scope", "tricky", "follow_up", "out"; defaults from `expect`; a decline may
+  be "adjacent": it names a tool, version or platform the corpus never mentions, or asks what
+  the corpus is silent about, so retrieval finds near neighbours — reported on its own too).
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ def summarize(results: list[CaseResult]) -> dict:
     with_facts = [r for r in in_scope if r.case.key_facts]
     follow_ups = [r for r in results if r.case.follow_up and r.case.expect == "answer"]
     declines = [r for r in results if r.case.expect == "decline"]
+    adjacent = [r for r in declines if r.case.category == "adjacent"]
     tricky = [r for r in results if r.case.category == "tricky"]
     ttfts = [r.ttft_ms for r in results if r.ttft_ms is not None]
     totals = [r.total_ms for r in results if r.total_ms]
@@ -59,6 +60,7 @@ def summarize(results: list[CaseResult]) -> dict:
         "follow_up_source": rate(follow_ups, lambda r: r.right_source),
         "follow_up_alone_key_fact": rate(follow_ups, lambda r: r.alone_key_fact is True),
         "out_of_scope_declined": rate(declines, lambda r: r.correct),
+        "out_of_scope_adjacent_declined": rate(adjacent, lambda r: r.correct),
         "tricky_correct": rate(tricky, lambda r: r.correct),
         "unsupported_delivered": sum(len(r.unsupported) for r in results),
         "ttft_p50_ms": percentile(ttfts, 50),

@@ -37,6 +37,9 @@ DEVCUPS = ROOT / "dev_cups_help" / "eval_answers.json"
 DEVPODMAN = ROOT / "dev_podman_docs" / "eval_answers.json"
 DEVPRIVOXY = ROOT / "dev_privoxy_docs" / "eval_answers.json"
 DEVKEEPASSXC = ROOT / "dev_keepassxc_docs" / "eval_answers.json"
+# Issue 31's development sets of new kinds (its two held-out sets stay out of every test).
+DEVFISH = ROOT / "dev_fish_tutorial" / "eval_answers.json"
+DEVEVINCE = ROOT / "dev_evince_help" / "eval_answers.json"
 
 
 def reply(kind=Message.Kind.EXTRACTIVE, text="", titles=("Doc",)) -> Message:
@@ -60,6 +63,22 @@ def test_the_faq_sets_have_the_promised_question_counts(path):
     assert len(declines) >= 10
     assert eval_set.corpus == path.parent / "manifest.json"
     assert eval_set.tenant_slug != eval_set_load(DEMO).tenant_slug
+
+
+@pytest.mark.parametrize("path", [DEVFISH, DEVEVINCE], ids=["dev-fish", "dev-evince"])
+def test_the_new_kind_sets_have_their_promised_counts_and_adjacent_refusals(path):
+    """40+ questions, 10+ follow-ups, 10+ out of scope of which at least half adjacent."""
+    eval_set = eval_set_load(path)
+    single = [c for c in eval_set.cases if c.expect == "answer" and not c.follow_up]
+    follow_ups = [c for c in eval_set.cases if c.follow_up]
+    declines = [c for c in eval_set.cases if c.expect == "decline"]
+    assert len(single) >= 40
+    assert all(c.key_facts and c.documents for c in single)
+    assert len(follow_ups) >= 10
+    assert all(c.key_facts and len(c.before) == 1 for c in follow_ups)
+    assert len(declines) >= 10
+    assert 2 * sum(1 for c in declines if c.category == "adjacent") >= len(declines)
+    assert eval_set.corpus == path.parent / "manifest.json"
 
 
 def test_the_long_entry_set_has_its_promised_question_counts():
@@ -113,6 +132,8 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         DEVPODMAN,
         DEVPRIVOXY,
         DEVKEEPASSXC,
+        DEVFISH,
+        DEVEVINCE,
     ],
     ids=[
         "python-faq",
@@ -130,6 +151,8 @@ def _document_texts(manifest_path: Path) -> dict[str, str]:
         "dev-podman",
         "dev-privoxy",
         "dev-keepassxc",
+        "dev-fish",
+        "dev-evince",
     ],
 )
 def test_every_key_fact_can_be_found_in_its_labelled_document(path):
@@ -237,6 +260,34 @@ def test_summary_reports_in_scope_follow_ups_and_declines_separately():
     assert summary["follow_up_key_fact"] == (0, 1)
     assert summary["out_of_scope_declined"] == (0, 1)
     assert summary["unsupported_delivered"] == 1
+    assert summary["out_of_scope_adjacent_declined"] == (0, 0)
+
+
+def test_adjacent_out_of_scope_cases_are_counted_within_the_declines_and_on_their_own(tmp_path):
+    path = tmp_path / "eval_answers.json"
+    path.write_text(
+        json.dumps(
+            {
+                "tenant": "t",
+                "cases": [
+                    {"q": "a recipe for bread", "expect": "decline"},
+                    {"q": "does it run on windows 11", "expect": "decline", "category": "adjacent"},
+                    {"q": "the pro plan price?", "expect": "decline", "category": "adjacent"},
+                ],
+            }
+        )
+    )
+    far, near_refused, near_answered = eval_set_load(path).cases
+    assert (far.category, near_refused.category) == ("out", "adjacent")
+
+    def result(case, correct):
+        return CaseResult(case, "refusal", "", [], correct, [], None, None)
+
+    summary = summarize(
+        [result(far, True), result(near_refused, True), result(near_answered, False)]
+    )
+    assert summary["out_of_scope_declined"] == (2, 3)
+    assert summary["out_of_scope_adjacent_declined"] == (1, 2)
 
 
 def test_a_quote_holding_the_sources_own_quotation_marks_is_read_whole():
