@@ -94,7 +94,6 @@ TARGETS = [
         [
             "supportbot/tests/test_ratelimit.py",
             "supportbot/tests/test_login_throttle.py",
-            "chat/tests/test_limits.py",
         ],
         "rate limits and login lockouts",
     ),

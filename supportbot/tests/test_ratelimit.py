@@ -259,3 +259,60 @@ def test_without_redis_an_unlocked_key_is_not_locked_and_a_lock_ends_when_cleare
     assert ratelimit.lockout_remaining(name="login_user", key=("zoe",)) == 1
     ratelimit.lockout_clear(name="login_user", key=("zoe",))
     assert ratelimit.lockout_remaining(name="login_user", key=("zoe",)) == 0
+
+
+def test_a_mark_is_made_once_per_key_and_seen_by_every_process():
+    assert ratelimit.mark_once(name="identity", key=("t", 1), ttl_seconds=60) is True
+    assert ratelimit.mark_once(name="identity", key=("t", 1), ttl_seconds=60) is False
+    assert ratelimit.mark_once(name="identity", key=("t", 2), ttl_seconds=60) is True
+    assert ratelimit.mark_once(name="other", key=("t", 1), ttl_seconds=60) is True
+    ratelimit._local.clear()  # another process: Redis alone knows the mark
+    assert ratelimit.mark_once(name="identity", key=("t", 1), ttl_seconds=60) is False
+
+
+def test_a_mark_expires_with_its_ttl_in_redis():
+    assert ratelimit.mark_once(name="identity", key=("ttl",), ttl_seconds=1)
+    client = ratelimit._redis.get()
+    (mark,) = client.keys(f"{ratelimit.KEY_PREFIX}:once:identity:*")
+    assert 0 < client.pttl(mark) <= 1000
+
+
+def test_without_redis_marks_are_kept_in_the_process_until_their_ttl_passes(
+    redis_down, monkeypatch
+):
+    clock = _Clock(1_800_000_000.0)
+    monkeypatch.setattr(ratelimit.time, "time", clock)
+    assert ratelimit.mark_once(name="identity", key=("down",), ttl_seconds=30)
+    assert not ratelimit.mark_once(name="identity", key=("down",), ttl_seconds=30)
+    clock.now += 29.0
+    assert not ratelimit.mark_once(name="identity", key=("down",), ttl_seconds=30)
+    clock.now += 1.5
+    assert ratelimit.mark_once(name="identity", key=("down",), ttl_seconds=30)
+
+
+def test_a_mark_made_while_redis_was_down_still_holds_when_it_comes_back(redis_down, settings):
+    assert ratelimit.mark_once(name="identity", key=("outage",), ttl_seconds=60)
+    settings.REDIS_URL = ratelimit.settings.CACHES["default"]["LOCATION"]  # Redis is back
+    ratelimit._redis.down_until = 0.0
+    assert ratelimit.redis_available()
+    assert not ratelimit.mark_once(name="identity", key=("outage",), ttl_seconds=60)
+
+
+@pytest.mark.parametrize("backend", ["redis", "local"])
+def test_parallel_marks_of_one_key_let_exactly_one_through(backend, settings):
+    if backend == "local":
+        settings.REDIS_URL = DEAD_REDIS
+        ratelimit._redis.down_until = 0.0
+    results: list[bool] = []
+    gate = threading.Barrier(16)
+
+    def mark() -> None:
+        gate.wait()
+        results.append(ratelimit.mark_once(name="identity", key=("race",), ttl_seconds=60))
+
+    threads = [threading.Thread(target=mark) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 15 + [True]
