@@ -40,14 +40,18 @@ _PAID = (
 )
 # The whole of it, wanted back: "I want all of it back", "get everything I paid back".
 # Only after a verb of getting: "send it all back" returns the goods, not the money.
+_WHOLE = (
+    r"(" + _PAID + r"|all of it|it all|everything|every (cent|penny|dollar)|all (of )?(my|the|"
+    r"our) money|the (full|whole|entire) (amount|price|sum|cost)|the total)\b"
+)
 _WHOLE_BACK = (
-    r"\b(want|get|have|need|like|give me|send me|refund me) (" + _PAID + r"|all of it|it all|"
-    r"everything|every (cent|penny|dollar)|all (of )?(my|the|our) money|the (full|whole|entire) "
-    r"(amount|price|sum|cost)|the total)\b[^.?!]{0,30}?\bback\b"
+    r"\b(want|get|have|need|like|give me|send me|refund me) "
+    rf"(back {_WHOLE}|{_WHOLE}[^.?!]{{0,30}}?\bback\b)"
 )
 REFUND = re.compile(
     r"\b(refund\w*|reimburs\w*|money back|pay(ing)? me back|give me back|"
     r"return (my|the) money|charge(d)? back my|credit (it )?back|"
+    r"revers\w* (the |my |this |that )?(charge|payment|transaction)|"
     r"(\d+|dollars?|bucks|euros?|pounds?|money|cash) back)\b|" + _WHOLE_BACK,
     re.IGNORECASE,
 )
@@ -71,8 +75,11 @@ REFUND_QUESTION = re.compile(
 )
 NEGATION = re.compile(
     r"\b(don'?t|do not|dont|doesn'?t|does not|never|no need to|without|stop|hold off( on)?|"
-    r"shouldn'?t|should not|won'?t|will not|wouldn'?t)(\W+\w+){0,2}?\W+(refund|reimburs)|"
-    r"\bnot (a |to |want a |yet )?(refund|reimburs)|\bno refunds?\b|"
+    r"shouldn'?t|should not|won'?t|will not|wouldn'?t)(\W+\w+){0,2}?\W+(refund|reimburs|"
+    r"(my|our|the) money|money back)|"
+    r"\bnot (a |any |the |to |want a |yet )?((full|whole|partial) )?(refund|reimburs)|"
+    r"\bnot (asking|requesting|looking|wanting|seeking|after)\b[^.?!]*\b(refund|reimburs|"
+    r"money back)|\bno refunds?\b|"
     r"\brefund\w*\b[^.?!]*\b(not yet|yet\W+i only|later)\b|"
     r"\b(cancel|withdraw|forget)\w* (the |my |that )?(refund|request)|"
     r"\b(actually|wait|on second thought|scratch that)\b[^?!]*\b(no|don'?t|never ?mind|cancel|"
@@ -110,23 +117,24 @@ THIRD_PARTY = re.compile(
 FULL = re.compile(
     r"\b(full|whole|entire|complete|total) (refund|amount|price|order|sum|cost|payment)|"
     r"\bin full\b|\brefund\w*\b[^.?!]{0,30}?\b(fully|completely|entirely)\b|"
-    r"(all|everything) (of )?my money back|\brefund\w* (everything|all of it|it all)\b|"
+    r"(all|everything) (of )?my money back|\brefund\w* (me |us )?(everything|all of it|it all)\b|"
+    r"\b(100|one hundred) ?(%|percent)|"
     r"\b" + _PAID + r"\b|\bevery (cent|penny|dollar)\b|" + _WHOLE_BACK,
     re.IGNORECASE,
 )
 # "My money back" for an order with no amount named: the money paid for it, so the whole
 # refundable amount (the card shows the figure; nothing runs until the customer confirms).
 MONEY_BACK = re.compile(
-    r"\b(my|our) money back\b|\bpay(ing)? (me|us) back\b|\bgive (me|us) back (my|our) money\b|"
-    r"\breturn (my|our) money\b",
+    r"\b(my|our) ((full|whole|entire) )?money back\b|\bpay(ing)? (me|us) back\b|"
+    r"\bgive (me|us) back (my|our) money\b|\breturn (my|our) money\b",
     re.IGNORECASE,
 )
 # Less than the whole: "half of what I paid", "the full price minus shipping", "some of my
 # money back". Never read as a full refund; the bot asks how much.
 PARTIAL = re.compile(
-    r"\b(half|halves|part|partial\w*|some|portion|most|a bit|a little|fraction|percent|"
+    r"\b(half|halves|part|partial\w*|some|portion|most|a bit|a little|fraction|"
     r"except|minus|less|excluding|apart from|other than|but not|not (the )?(full|whole|entire|"
-    r"total)|only (for|the|one|a|an))\b|\d\s*%",
+    r"total)|only (for|the|one|a|an))\b|\b(?!100\b)\d+ ?(%|percent\b)",
     re.IGNORECASE,
 )
 REQUEST = re.compile(
