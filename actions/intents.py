@@ -3,8 +3,8 @@
 The result is one of:
 - `Proposal("check_order")` — look the order up now (a read: fresh provider data each time).
   Status questions, questions about a refund ("where is my refund for A-1042?", "did you
-  refund me?"), a refund request without an amount (the bot shows the order and asks how
-  much), and a bare order id.
+  refund me?"), a refund request with neither an amount nor words for the whole of it
+  ("refund A-1042": the bot shows the order and asks how much), and a bare order id.
 - `Proposal("request_refund")` — a refund *request* with one order and one readable amount in
   the order's currency, or the whole refundable amount ("in full", "the whole amount", "what
   I paid", "all of it back", and "my money back" with no amount beside it). It only ever
