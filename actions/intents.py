@@ -3,11 +3,13 @@
 The result is one of:
 - `Proposal("check_order")` — look the order up now (a read: fresh provider data each time).
   Status questions, questions about a refund ("where is my refund for A-1042?", "did you
-  refund me?"), a refund request without an amount (the bot shows the order and asks how
-  much), and a bare order id.
+  refund me?"), a refund request with neither an amount nor words for the whole of it
+  ("refund A-1042": the bot shows the order and asks how much), and a bare order id.
 - `Proposal("request_refund")` — a refund *request* with one order and one readable amount in
-  the order's currency (or "a full refund"). It only ever becomes a proposal card: nothing is
-  executed until the customer confirms that exact proposal.
+  the order's currency, or the whole refundable amount ("in full", "the whole amount", "what
+  I paid", "all of it back", and "my money back" with no amount beside it). It only ever
+  becomes a proposal card: nothing is executed until the customer confirms that exact
+  proposal. Words asking for less ("half of what I paid") are never a full refund.
 - `Clarify(code)` — the request is a refund request but cannot be proposed as written: two
   orders, an ambiguous or foreign-currency amount, several amounts, someone else's order.
 - None — nothing for the tools (the help center answers; hypotheticals land here too).
@@ -31,10 +33,26 @@ ORDER_ID = re.compile(r"\b([A-Z]-\d{3,8})\b", re.IGNORECASE)
 # Ids that are not orders: warranty claims, tickets, return authorizations.
 NOT_AN_ORDER = re.compile(r"\b(claim|ticket|case|rma|reference|ref)\s*#?\s*$", re.IGNORECASE)
 
+# What the customer paid, named as a whole: "what I paid", "everything I was charged".
+_PAID = (
+    r"(what|everything|all|the (full |whole |entire )?(amount|price|sum|total|money)) (that )?"
+    r"(i|we) (paid|spent|was charged|were charged|got charged)"
+)
+# The whole of it, wanted back: "I want all of it back", "get everything I paid back".
+# Only after a verb of getting: "send it all back" returns the goods, not the money.
+_WHOLE = (
+    r"(" + _PAID + r"|all of it|it all|everything|every (cent|penny|dollar)|all (of )?(my|the|"
+    r"our) money|the (full|whole|entire) (amount|price|sum|cost)|the total)\b"
+)
+_WHOLE_BACK = (
+    r"\b(want|get|have|need|like|give me|send me|refund me) "
+    rf"(back {_WHOLE}|{_WHOLE}[^.?!]{{0,30}}?\bback\b)"
+)
 REFUND = re.compile(
     r"\b(refund\w*|reimburs\w*|money back|pay(ing)? me back|give me back|"
     r"return (my|the) money|charge(d)? back my|credit (it )?back|"
-    r"(\d+|dollars?|bucks|euros?|pounds?|money|cash) back)\b",
+    r"revers\w* (the |my |this |that )?(charge|payment|transaction)|"
+    r"(\d+|dollars?|bucks|euros?|pounds?|money|cash) back)\b|" + _WHOLE_BACK,
     re.IGNORECASE,
 )
 # Questions about a refund that may already exist: these look the order up, never refund.
@@ -57,8 +75,11 @@ REFUND_QUESTION = re.compile(
 )
 NEGATION = re.compile(
     r"\b(don'?t|do not|dont|doesn'?t|does not|never|no need to|without|stop|hold off( on)?|"
-    r"shouldn'?t|should not|won'?t|will not|wouldn'?t)(\W+\w+){0,2}?\W+(refund|reimburs)|"
-    r"\bnot (a |to |want a |yet )?(refund|reimburs)|\bno refunds?\b|"
+    r"shouldn'?t|should not|won'?t|will not|wouldn'?t)(\W+\w+){0,2}?\W+(refund|reimburs|"
+    r"(my|our|the) money|money back)|"
+    r"\bnot (a |any |the |to |want a |yet )?((full|whole|partial) )?(refund|reimburs)|"
+    r"\bnot (asking|requesting|looking|wanting|seeking|after)\b[^.?!]*\b(refund|reimburs|"
+    r"money back)|\bno refunds?\b|"
     r"\brefund\w*\b[^.?!]*\b(not yet|yet\W+i only|later)\b|"
     r"\b(cancel|withdraw|forget)\w* (the |my |that )?(refund|request)|"
     r"\b(actually|wait|on second thought|scratch that)\b[^?!]*\b(no|don'?t|never ?mind|cancel|"
@@ -91,10 +112,29 @@ THIRD_PARTY = re.compile(
     r"for (him|her|them)\b)",
     re.IGNORECASE,
 )
+# The whole refundable amount, in so many words ("in full", "the whole amount", "what I
+# paid", "every penny", "all of it back"); "$5 of what I paid" is $5 (an amount wins).
 FULL = re.compile(
-    r"\b(full|whole|entire|complete|total) (refund|amount|price|order|sum)|"
-    r"refund (it |me |the order |everything |all )?(in full|fully|completely)|"
-    r"(all|everything) (of )?my money back|refund (everything|all of it)\b",
+    r"\b(full|whole|entire|complete|total) (refund|amount|price|order|sum|cost|payment)|"
+    r"\bin full\b|\brefund\w*\b[^.?!]{0,30}?\b(fully|completely|entirely)\b|"
+    r"(all|everything) (of )?my money back|\brefund\w* (me |us )?(everything|all of it|it all)\b|"
+    r"\b(100|one hundred) ?(%|percent)|"
+    r"\b" + _PAID + r"\b|\bevery (cent|penny|dollar)\b|" + _WHOLE_BACK,
+    re.IGNORECASE,
+)
+# "My money back" for an order with no amount named: the money paid for it, so the whole
+# refundable amount (the card shows the figure; nothing runs until the customer confirms).
+MONEY_BACK = re.compile(
+    r"\b(my|our) ((full|whole|entire) )?money back\b|\bpay(ing)? (me|us) back\b|"
+    r"\bgive (me|us) back (my|our) money\b|\breturn (my|our) money\b",
+    re.IGNORECASE,
+)
+# Less than the whole: "half of what I paid", "the full price minus shipping", "some of my
+# money back". Never read as a full refund; the bot asks how much.
+PARTIAL = re.compile(
+    r"\b(half|halves|part|partial\w*|some|portion|most|a bit|a little|fraction|"
+    r"except|minus|less|excluding|apart from|other than|but not|not (the )?(full|whole|entire|"
+    r"total)|only (for|the|one|a|an))\b|\b(?!100\b)\d+ ?(%|percent\b)",
     re.IGNORECASE,
 )
 REQUEST = re.compile(
@@ -224,10 +264,12 @@ def refund_kind(text: str) -> str | None:
 
 def _request_or_question(own: str) -> str:
     """Tell a plain refund request from a question, for words no pattern above classified."""
-    if REQUEST.search(own) or FULL.search(own):
+    if REQUEST.search(own):
         return "request"
     if "?" in own or QUESTION_WORDS.search(own):
         return "question"  # "my refund is over $50, does someone have to approve it"
+    if FULL.search(own):
+        return "request"  # "refund A-1042 in full, the sole came off after a week"
     if own.strip().endswith(("!", ".")) or len(own.split()) <= 12:
         return "request"  # "refund $20 for A-1042, the zipper broke"
     return "question"
@@ -260,16 +302,30 @@ def _refund_request(own: str, ids: list[str], currency: str) -> Proposal | Clari
     if len(ids) > 1:
         return Clarify("which_order", detail={"order_ids": ids})
     reading = read_amounts(own)
-    full = bool(FULL.search(own))
+    whole = _whole_amount(own)
     if not ids:
-        return Clarify("which_order") if reading.distinct() or full else None
-    return _refund_of_order(ids[0], reading, full, currency)
+        return Clarify("which_order") if reading.distinct() or whole == "full" else None
+    return _refund_of_order(ids[0], reading, whole, currency)
+
+
+def _whole_amount(own: str) -> str | None:
+    """Whether the request is for the whole refundable amount: "full" when the words say so
+    ("in full", "what I paid"), "money_back" for "my money back" (the whole amount unless a
+    number stands beside it), None otherwise and whenever the words ask for less ("half of
+    what I paid", "the full price minus shipping")."""
+    if PARTIAL.search(own):
+        return None
+    if FULL.search(own):
+        return "full"
+    return "money_back" if MONEY_BACK.search(own) else None
 
 
 def _refund_of_order(
-    order_id: str, reading: Reading, full: bool, currency: str
+    order_id: str, reading: Reading, whole: str | None, currency: str
 ) -> Proposal | Clarify:
-    """A refund request for `order_id`: its one readable amount, "full", or a question back."""
+    """A refund request for `order_id`: its one readable amount, the whole refundable amount,
+    or a question back. A bare number beside "my money back" is asked about ("my money back
+    for A-1042 1042"); beside "in full" it is not an amount ("refund both pairs in full")."""
     amounts = reading.distinct()
     if reading.ambiguous:
         return Clarify("ambiguous_amount", order_id, {"written": reading.ambiguous[0]})
@@ -277,7 +333,7 @@ def _refund_of_order(
         return Clarify("which_amount", order_id, {"amounts": [str(m) for m in amounts]})
     if amounts:
         return _amount_refund(order_id, amounts[0], currency)
-    if full:
+    if whole == "full" or (whole == "money_back" and not reading.bare_numbers):
         return Proposal(
             tool="request_refund",
             arguments={

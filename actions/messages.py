@@ -149,6 +149,17 @@ def customer_text(action: ActionRequest) -> str:
     return _refund_progress(action)
 
 
+def already_open(*, elsewhere: bool) -> str:
+    """Said before a card shown again because the customer asked for the same refund again
+    (here or in another of their conversations): the card answers here too."""
+    if elsewhere:
+        return (
+            "You already have this refund request open in another conversation; you can answer "
+            'it here too (reply "yes" or "no"). '
+        )
+    return 'You already have this refund request open (reply "yes" or "no"). '
+
+
 def confirm_prompt(action: ActionRequest) -> str:
     """The question back when the customer acknowledged a card without an explicit yes."""
     return (

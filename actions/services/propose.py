@@ -226,6 +226,13 @@ def _slot_next(dedupe_key: str) -> _Slot:
     )["seq"]
     sequence = (last or 0) + 1
     generation = ActionRequest.objects.filter(dedupe_key=dedupe_key, sequence=sequence).count()
+    # A "full" row keeps the retry key it was made with once its amount is resolved (its
+    # dedupe key moves to the figure's), so that key stays taken with no row left to count it:
+    # asking "in full" again must not take it a second time.
+    while ActionRequest.objects.filter(
+        retry_key=retry_key_for(dedupe_key=dedupe_key, sequence=sequence, generation=generation)
+    ).exists():
+        generation += 1
     return _Slot(sequence=sequence, generation=generation)
 
 

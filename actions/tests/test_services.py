@@ -11,6 +11,7 @@ from django.utils import timezone
 from actions import intents, messages, selectors, services
 from actions.models import ActionRequest
 from actions.tests.conftest import propose_and_run
+from conversations import services as conversation_services
 from conversations.models import Message
 from handoffs.models import Handoff
 from supportbot.errors import ApplicationError, Conflict, PermissionDenied
@@ -94,6 +95,36 @@ def test_same_refund_proposed_three_times_makes_one_provider_refund(shop, alice)
         "action.succeeded",
     ]
     assert ActionRequest.objects.count() == 1
+
+
+def test_a_full_refund_asked_again_in_another_conversation_is_the_open_card(shop, tenant, alice):
+    """A "full" row moves to the figure's dedupe key once its amount is read, keeping the retry
+    key it was made with; asking "full" again (elsewhere) must not take that key twice, and
+    ends on the open card, not on a second one."""
+    customer, _ = alice
+    elsewhere = (
+        customer,
+        conversation_services.conversation_start(tenant=tenant, customer=customer),
+    )
+    first = propose_and_run(
+        alice, "request_refund", confirm=False, order_id="A-1042", amount="full", reason="All of it"
+    )
+    again = propose_and_run(
+        elsewhere,
+        "request_refund",
+        confirm=False,
+        order_id="A-1042",
+        amount="full",
+        reason="All of it",
+    )
+
+    assert first.state == State.AWAITING_CONFIRMATION, first.error
+    assert first.arguments["amount"] == "89.99"
+    assert again.pk == first.pk
+    superseded = ActionRequest.objects.exclude(pk=first.pk).get()
+    assert (superseded.state, superseded.error_code) == (State.CANCELLED, "duplicate")
+    assert superseded.retry_key != first.retry_key
+    assert shop.refund_posts() == 0
 
 
 def test_rewording_the_reason_does_not_make_a_second_refund(shop, alice):

@@ -187,9 +187,14 @@ def _action_text(
     turn: Turn,
     proposal: action_intents.Proposal,
 ) -> str:
-    """The card's `text` with what this turn adds: a repeated refund, no refund so far on
-    a looked-up order, the offer to refund after a look-up."""
-    if action.is_write and not fresh and action.state != "awaiting_confirmation":
+    """The card's `text` with what this turn adds: a repeated refund (an open card asked for
+    by an earlier message says so and where), no refund so far on a looked-up order, the
+    offer to refund after a look-up."""
+    if action.is_write and action.state == "awaiting_confirmation":
+        if action.requested_in_message_id != turn.message.pk:
+            elsewhere = action.conversation_id != turn.conversation.pk
+            text = action_messages.already_open(elsewhere=elsewhere) + text
+    elif action.is_write and not fresh:
         text = "You already asked for this refund. " + text
     if (
         action.tool == "check_order"

@@ -3,6 +3,7 @@ reference order service, parallel clients."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
@@ -123,6 +124,40 @@ def test_the_same_refund_confirmed_from_two_conversations_is_one_provider_refund
     assert shop.refund_posts() == 1
     assert len(shop.refunds()) == 1
     assert ActionRequest.objects.get(pk=card_1["id"]).state == "succeeded"
+
+
+def test_yes_typed_at_once_in_two_conversations_showing_one_card_refunds_once(
+    web, shop, partner, tenant
+):
+    """The full refund asked in two conversations shows one card in both; a "yes" typed in
+    each at the same moment, on two web processes, makes one provider refund."""
+    tenant.refund_auto_limit = 100  # $89.99 runs without a person's approval
+    tenant.save()
+    first = new_conversation(web[0].url, partner)
+    second = new_conversation(web[1].url, partner)
+    card = card_for(web[0].url, partner, first, "please refund my order A-1042 in full")
+    again = card_for(web[1].url, partner, second, "I want my money back for A-1042")
+    assert (again["id"], again["amount"]) == (card["id"], "89.99")
+    barrier = threading.Barrier(2)
+
+    def yes(target):
+        base, conversation = target
+        barrier.wait()
+        return post(
+            base,
+            f"/conversations/{conversation}/messages",
+            partner,
+            {"client_message_id": "m2", "text": "yes"},
+        )
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        replies = list(pool.map(yes, [(web[0].url, first), (web[1].url, second)]))
+
+    assert [r.status_code for r in replies] == [201, 201], [r.text for r in replies]
+    assert shop.refund_posts() == 1
+    assert [r["amount"] for r in shop.refunds()] == ["89.99"]
+    assert ActionRequest.objects.get(pk=card["id"]).state == "succeeded"
+    assert any("submitted and confirmed" in r.json()["reply"]["text"] for r in replies)
 
 
 def test_partner_retrying_create_message_and_confirm_with_one_key_refunds_once(web, shop, partner):

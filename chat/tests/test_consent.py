@@ -242,3 +242,107 @@ def test_a_yes_re_driven_before_its_first_run_confirmed_anything_confirms_the_ca
     assert card_state(card) == "succeeded"
     assert not Handoff.objects.filter(conversation=conversation).exists()
     assert shop.refund_posts() == 1
+
+
+@pytest.fixture
+def shop_without_review(shop, tenant):
+    """The shop with its auto limit above A-1042's $89.99: a confirmed full refund of it is
+    sent at once (one provider POST), not parked for a person."""
+    tenant.refund_auto_limit = 100
+    tenant.save()
+    return shop
+
+
+@pytest.mark.parametrize(
+    ("asked", "asked_again"),
+    [
+        ("I want a full refund for A-1042", "please refund my order A-1042 in full"),
+        ("refund $89.99 for A-1042", "I want my money back for A-1042"),
+        ("refund what I paid for A-1042", "refund what I paid for A-1042"),
+        ("I want all of it back for A-1042", "give me back everything I paid for A-1042"),
+    ],
+)
+def test_a_full_refund_asked_again_elsewhere_shows_the_open_card_and_a_yes_there_confirms_it(
+    shop_without_review, tenant, asked, asked_again
+):
+    first, second = chat_as(tenant), chat_as(tenant)
+    card = say(first, asked, "m1").action
+    again = say(second, asked_again, "m1")
+    assert (again.action["id"], again.action["amount"]) == (card["id"], "89.99")
+    assert "already have this refund request open in another conversation" in again.reply.text
+    assert again.action["needs_confirmation"] is True
+
+    reply = say(second, "yes", "m2").reply
+
+    assert "submitted and confirmed" in reply.text
+    assert card_state(card) == "succeeded"
+    assert shop_without_review.refund_posts() == 1
+    assert [r["amount"] for r in shop_without_review.refunds()] == ["89.99"]
+
+
+def test_asking_again_in_the_same_conversation_says_the_request_is_already_open(shop, tenant):
+    conversation = chat_as(tenant)
+    card = say(conversation, "refund $15 for A-1042", "m1")
+    assert "already have" not in card.reply.text
+    again = say(conversation, "refund $15 for A-1042 please", "m2")
+    assert again.action["id"] == card.action["id"]
+    assert again.reply.text.startswith("You already have this refund request open (")
+    assert "another conversation" not in again.reply.text
+
+
+def test_yes_typed_in_both_conversations_showing_the_card_refunds_once(shop_without_review, tenant):
+    first, second = chat_as(tenant), chat_as(tenant)
+    card = say(first, "please refund my order A-1042 in full", "m1").action
+    say(second, "I want my money back for A-1042", "m1")
+
+    there = say(second, "yes", "m2")
+    here = say(first, "yes", "m2")
+
+    assert "submitted and confirmed" in there.reply.text
+    assert here.action["id"] == card["id"]
+    assert here.action["state"] == "succeeded"
+    assert card_state(card) == "succeeded"
+    assert shop_without_review.refund_posts() == 1
+    assert len(shop_without_review.refunds()) == 1
+
+
+def test_no_typed_where_the_card_was_shown_again_cancels_it_for_both_conversations(shop, tenant):
+    first, second = chat_as(tenant), chat_as(tenant)
+    card = say(first, "I want my money back for A-1042", "m1").action
+    say(second, "refund A-1042 in full", "m1")
+
+    say(second, "no", "m2")
+    say(first, "yes", "m2")
+
+    assert card_state(card) == "cancelled"
+    assert shop.refund_posts() == 0
+
+
+def test_a_card_shown_again_answers_only_the_next_message_in_that_conversation(
+    shop_without_review, tenant
+):
+    first, second = chat_as(tenant), chat_as(tenant)
+    card = say(first, "refund A-1042 in full", "m1").action
+    say(second, "refund what I paid for A-1042", "m1")
+    say(second, "where is my order A-1043?", "m2")
+
+    say(second, "yes", "m3")
+
+    assert card_state(card) == "awaiting_confirmation"
+    assert shop_without_review.refund_posts() == 0
+
+
+def test_another_tenants_customer_naming_the_order_in_full_gets_no_card(shop, tenant, other_tenant):
+    """A tenant connected to the same order system whose customer names cust-1001's order of
+    `tenant`: the order is answered like a missing one, and `tenant`'s open card stays open."""
+    card = say(chat_as(tenant), "refund A-1042 in full", "m1").action
+    shop_connect(other_tenant, shop, timeout_seconds=2.0)
+    elsewhere = chat_as(other_tenant, "cust-1002")
+
+    outcome = say(elsewhere, "please refund my order A-1042 in full", "o1")
+    say(elsewhere, "yes", "o2")
+
+    assert outcome.action is None or not outcome.action["needs_confirmation"]
+    assert "couldn't find that order" in outcome.reply.text
+    assert card_state(card) == "awaiting_confirmation"
+    assert shop.refund_posts() == 0
