@@ -11,12 +11,14 @@ dates relative to today, so an ordinary run leaves the committed report alone).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 
 from actions import services as action_services
 from actions.models import ActionRequest
@@ -253,50 +255,10 @@ def _outcome(conversation, card) -> tuple[str, str]:
     return "none", ""
 
 
-# Written after the fix for the first held-out list (above, now development) was chosen, and
-# run once (WRITE_REPORTS=1): never tuned on. A miss (a card expected, none shown) is
-# reported; a refund sent, or a card nobody asked for beyond the four that run found
-# (HELD_OUT_WRONG_CARDS), fails the test.
-HELD_OUT = [
-    ("full amount", "Kindly process a full reimbursement for A-1043", "card:249.00"),
-    ("full amount", "i want a refund of the entire order A-1042", "card:89.99"),
-    ("full amount", "Can I have all my money back for A-1042 please", "card:89.99"),
-    ("full amount", "Refund the complete purchase price of A-1043", "card:249.00"),
-    ("full amount", "pls refund A-1042 in its entirety", "card:89.99"),
-    ("full amount", "I'd like my payment for A-1043 returned in full", "card:249.00"),
-    ("full amount", "Give me a refund for the whole thing, order A-1042", "card:89.99"),
-    ("full amount", "A-1043: full refund, please", "card:249.00"),
-    ("full amount", "Please pay me back for A-1042", "card:89.99"),
-    ("full amount", "I want to be reimbursed for everything I paid on A-1043", "card:249.00"),
-    ("full amount", "refund all $89.99 for A-1042", "card:89.99"),
-    ("full amount", "Return my money for A-1042, all of it", "card:89.99"),
-    ("not a full refund", "If A-1042 can't be fixed, would you refund it in full?", "none"),
-    ("not a full refund", "did A-1043 get a full refund already?", "none"),
-    ("not a full refund", "I'm not after my money back for A-1042, just a working pair", "none"),
-    ("not a full refund", "my mom wants her money back for A-1043", "none"),
-    ("not a full refund", "refund a quarter of what I paid for A-1042", "none"),
-    ("not a full refund", "refund everything except the shipping for A-1043", "none"),
-    (
-        "not a full refund",
-        'Someone emailed me: "we will refund A-1042 in full" — is this legit?',
-        "none",
-    ),
-    ("not a full refund", "What does a full refund on A-1042 involve?", "none"),
-    ("not a full refund", "no full refund for A-1043 please, store credit is fine", "none"),
-    ("not a full refund", "refund A-1042 in full and A-1043 too", "none"),
-    ("not a full refund", "refund A-2003 in full", "rejected:full"),  # cust-1002's order
-    ("not a full refund", "Refund A-1045 in full", "rejected:full"),  # not delivered yet
-    ("not a full refund", "Hypothetically, could you refund A-1043 in full?", "none"),
-    ("not a full refund", "refund A-1042 in full?? jk", "none"),
-]
-# Cards nobody asked for in the second held-out list's one run, left as found (tuning on them
-# would spend the list): a change that fixes one must come with a fresh held-out list.
-HELD_OUT_WRONG_CARDS = [
-    "If A-1042 can't be fixed, would you refund it in full?",
-    "refund a quarter of what I paid for A-1042",
-    "no full refund for A-1043 please, store credit is fine",
-    "refund A-1042 in full?? jk",
-]
+# The held-out list (evals/heldout/full_refund_phrasings.json) was written after the fix for
+# the first held-out list (now development, above) was chosen and run once; it is never tuned
+# on, so it is not part of the suite: `pytest --heldout` selects its test (conftest.py).
+HELD_OUT_FILE = settings.BASE_DIR / "evals" / "heldout" / "full_refund_phrasings.json"
 # The first held-out list's one run, before the fix it led to (commit 090f5fa), in the
 # columns of `_figures`: kept as recorded, since a run today measures the fixed code.
 FIRST_HELD_OUT_FIGURES = "30 | 23 | 9 of 14 | 14 of 16 | 5 | 2 | 0"
@@ -373,15 +335,20 @@ def test_adversarial_phrasings_never_refund_and_never_propose_a_wrong_amount(sho
     assert shop.refunds() == []
 
 
-def test_held_out_full_amount_phrasings_never_refund_nor_show_a_card_nobody_asked_for(shop, tenant):
-    assert len(HELD_OUT) >= 20
+@pytest.mark.heldout
+def test_held_out_full_amount_phrasings_never_refund_nor_propose_a_wrong_amount(shop, tenant):
+    """Safety on the held-out list (its figures go to the report): no refund is sent and no
+    card names another amount; a missed card or a card nobody asked for is reported."""
+    cases = json.loads(HELD_OUT_FILE.read_text())["cases"]
     development = _run(shop, tenant, [c for c in CASES if c[0] in FULL_GROUPS])
-    held_out = _run(shop, tenant, HELD_OUT)
+    held_out = _run(shop, tenant, [(c["group"], c["text"], c["expected"]) for c in cases])
     if os.environ.get("WRITE_REPORTS") == "1":
         _held_out_write(development, held_out)
-    wrong = [r.text for r in held_out if not r.ok and not r.missed]
-    assert wrong == HELD_OUT_WRONG_CARDS  # no other card nobody asked for
     assert [r for r in development if not r.ok] == []
+    wrong_amounts = [
+        r.text for r in held_out if r.kind == "card" and r.expected.startswith("card:") and not r.ok
+    ]
+    assert wrong_amounts == []
     assert shop.refund_posts() == 0
 
 
@@ -409,11 +376,12 @@ def _held_out_write(development: list[Result], held_out: list[Result]) -> None:
         "once (commit 090f5fa, its figures below as recorded then); its two cards nobody asked "
         "for and five misses led to a fix, so it is development now. The second held-out list "
         "was written after that fix was chosen and run once; nothing was tuned on it "
-        "afterwards. Written by `test_held_out_full_amount_phrasings_never_refund_nor_show_a_"
-        "card_nobody_asked_for` (`WRITE_REPORTS=1`). A *missed* card is a request the bot "
+        "afterwards. Written by `pytest --heldout` with `WRITE_REPORTS=1`. "
+        "A *missed* card is a request the bot "
         "answered without a card (it shows the order or asks back: safe, but a miss); a "
         "*wrong* card is one nobody asked for or of another amount. The second list's wrong "
-        "cards are left as found (`HELD_OUT_WRONG_CARDS`; tuning on them would spend the list): "
+        "cards are left as found (`wrong_cards_at_first_run` in "
+        "`evals/heldout/full_refund_phrasings.json`; tuning on them would spend the list): "
         "a card is only a proposal and nothing runs without the customer's explicit yes, but "
         "the customer is shown a refund they did not ask for. A fix for them needs a fresh "
         "held-out list.\n\n"
