@@ -299,6 +299,28 @@ EXPLAINED: dict[str, str] = {
     "verification.verifier.x_verify_answer__mutmut_5": (
         "every caller of verify_answer uses the default embedder"
     ),
+    **{
+        f"verification.verifier.xǁPassageVerifierǁ__init____mutmut_{n}": (
+            "the empty matrix of a verifier with no passages is never read: every claim is"
+            " refused as 'no passages' before any similarity is computed"
+        )
+        for n in (14, 21, 22)
+    },
+    **{
+        f"verification.verifier.xǁPassageVerifierǁ{fn}__mutmut_{n}": (
+            "float32 is a memory choice: float64 vectors give the same cosines to ~1e-7 and the"
+            " same decisions"
+        )
+        for fn, n in (("__init__", 16), ("__init__", 18), ("check_many", 17), ("check_many", 19))
+    },
+    "verification.verifier.xǁPassageVerifierǁcheck_many__mutmut_34": _FLOAT_EDGE,
+    **{
+        f"verification.verifier.xǁPassageVerifierǁcheck_many__mutmut_{n}": (
+            "`strict=True` only asserts equal lengths, which hold by construction (one vector"
+            " per text asked for)"
+        )
+        for n in (44, 47, 48, 62, 65, 66)
+    },
     "verification.verifier.x__check_against__mutmut_11": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_12": _REASON_TEXT,
     "verification.verifier.x__check_against__mutmut_13": _REASON_TEXT,

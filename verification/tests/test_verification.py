@@ -210,3 +210,13 @@ def test_each_check_records_the_cosine_of_the_sentence_it_was_judged_against():
     # sentence: the record keeps the closest one's similarity.
     assert not check.supported
     assert check.semantic == pytest.approx(closest, abs=1e-4)
+
+
+def test_with_no_passages_every_claim_is_unsupported_and_says_why():
+    verifier = PassageVerifier([])
+    checks = verifier.check_many(["Refunds take 5 days [1].", "Shipping is free."])
+    assert [(c.sentence, c.supported, c.passage_index, c.reasons) for c in checks] == [
+        ("Refunds take 5 days.", False, None, ["no passages"]),
+        ("Shipping is free.", False, None, ["no passages"]),
+    ]
+    assert all(c.supported is False for c in checks)
