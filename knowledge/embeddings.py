@@ -200,7 +200,7 @@ def token_embeddings_available() -> bool:
 def embed_tokens(texts: list[str]) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
     """Contextual word-piece vectors of each text: (character spans, unnormalized rows).
 
-    One batched model call for all texts; special tokens ([CLS], [SEP]) are left out. The
+    Batched model calls (32 texts each); special tokens ([CLS], [SEP]) are left out. The
     spans index the text as given, so callers can map pieces back to their own words.
     """
     if not texts:

@@ -64,6 +64,21 @@ def test_a_missing_export_names_the_setup_command(tmp_path):
         minilm.OnnxEncoder(tmp_path / "nothing-here", threads=1, spin=False)
 
 
+def test_a_web_process_without_the_export_reports_the_setup_command_in_readyz(
+    settings,  # noqa: F811 - pytest-django's fixture
+    tmp_path,
+    monkeypatch,
+):
+    from knowledge import warmup
+
+    settings.KNOWLEDGE_EMBEDDINGS_ONNX_DIR = tmp_path / "not-exported"
+    monkeypatch.setattr(embeddings, "_model", None)
+    monkeypatch.setattr(warmup, "_state", warmup.WARMING)
+    warmup._run()
+    assert warmup.readiness().startswith("failed: ModelNotExported: No ONNX embedding model")
+    assert "make setup" in warmup.readiness()
+
+
 def test_an_export_of_another_package_version_is_refused(tmp_path, encoder):
     stale = tmp_path / "minilm-onnx"
     shutil.copytree(settings.KNOWLEDGE_EMBEDDINGS_ONNX_DIR, stale)
