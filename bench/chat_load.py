@@ -151,16 +151,25 @@ def questions_for(chat: int, count: int) -> list[str]:
 
 
 async def ws_level(
-    *, target: str, ws_url: str, origin: str, n: int, per_chat: int, cap_s: float, turn_s: float
+    *,
+    target: str,
+    ws_url: str,
+    origin: str,
+    n: int,
+    per_chat: int,
+    cap_s: float,
+    turn_s: float,
+    questions_of=questions_for,
 ) -> LevelRun:
-    """N chats at once on `ws_url`; no turn starts after `cap_s`, each gets `turn_s` at most."""
+    """N chats at once on `ws_url`; no turn starts after `cap_s`, each gets `turn_s` at most.
+    Chat `i` asks `questions_of(i, per_chat)`."""
     run = LevelRun(target, n)
     t0 = time.perf_counter()
     cap = t0 + cap_s
     last_done = [t0]
 
     async def chat(i: int) -> None:
-        questions = questions_for(i, per_chat)
+        questions = questions_of(i, per_chat)
         asked = 0
         try:
             async with connect(

@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 
 from django.db import transaction
+from django_q.brokers import Broker, get_broker
 from django_q.tasks import async_task
 
 logger = logging.getLogger(__name__)
 
+_lock = threading.Lock()
+_broker: tuple[int, Broker] | None = None  # (the process it was made in, the broker)
+
+
+def shared_broker() -> Broker:
+    """This process's one broker (django-q2 makes a new one, with a new Redis connection pool
+    and so a new connection, for every task enqueued without one); a forked child makes its
+    own rather than share its parent's sockets."""
+    global _broker
+    with _lock:
+        if _broker is None or _broker[0] != os.getpid():
+            _broker = (os.getpid(), get_broker())
+        return _broker[1]
+
+
+def task_enqueue(func: str, *args, **kwargs) -> str:
+    """`async_task(func, *args, **kwargs)` through this process's broker; return the task id."""
+    return async_task(func, *args, broker=shared_broker(), **kwargs)
+
 
 def task_enqueue_on_commit(func: str, *args, **kwargs) -> None:
-    """`async_task(func, *args)` once the transaction commits; a Redis (broker) outage is
+    """`task_enqueue(func, *args)` once the transaction commits; a Redis (broker) outage is
     logged, not raised: the write stands, and the task's sweeper or the next trigger redoes it.
 
     Only for tasks that are rebuildable (summaries); work that must not be lost goes through a
@@ -20,7 +42,7 @@ def task_enqueue_on_commit(func: str, *args, **kwargs) -> None:
 
     def enqueue() -> None:
         try:
-            async_task(func, *args, **kwargs)
+            task_enqueue(func, *args, **kwargs)
         except Exception:  # broker down: nothing to undo, the data is committed
             logger.warning(
                 "could not enqueue %s%r (broker unreachable?)", func, args, exc_info=True
