@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import json
 import os
 import re
 import shutil
@@ -76,7 +77,7 @@ WAITING = "waiting (not CPU)"
 WAITS = re.compile(
     r"^(_worker \(concurrent/futures/thread\.py|wait \(psycopg/|_read_from_socket \(redis/|"
     r"(wait|_wait_for_tstate_lock|acquire) \(threading\.py|select \(selectors\.py|"
-    r"get \(queue\.py)"
+    r"get \(queue\.py|_run \(knowledge/embeddings\.py)"  # the last: the encode batcher's idle get
 )
 # Every question asked once (as customers do): the process's cache of question vectors would
 # otherwise answer the help-center list's repeats without embedding them.
@@ -265,12 +266,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=int, default=100, help="samples per second")
     parser.add_argument("--out", type=Path, default=harness.OUT)
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite profile_turn.md from the last run's profile_turn.txt and .json",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    saved = args.out / "profile_turn.json"
+    if args.report_only:
+        run = json.loads(saved.read_text())
+    else:
+        run = {"figures": _run(args), "meta": _meta(args, argv)}
+        saved.write_text(json.dumps(run, indent=1))
+    profile = parse_collapsed((args.out / "profile_turn.txt").read_text())
+    text = report(profile, run["figures"], run["meta"])
+    (args.out / "profile_turn.md").write_text(text)
+    print(text)
+
+
+def _run(args) -> dict:
     harness.raise_nofile()
     env = {
         "ASGI_APPLICATION_PATH": "bench.asgi:application",
@@ -281,20 +300,19 @@ def main(argv: list[str] | None = None) -> None:
     print("starting the stack (own ports and database) …", flush=True)
     stack = harness.start_stack(env)
     try:
-        figures = asyncio.run(measure(args, stack))
+        return asyncio.run(measure(args, stack))
     finally:
         harness.stop_stack(stack, None)
-    profile = parse_collapsed((args.out / "profile_turn.txt").read_text())
-    meta = {
+
+
+def _meta(args, argv: list[str] | None) -> dict:
+    return {
         "command": "python -m bench.profile_turn " + " ".join(argv or sys.argv[1:]),
         "machine_note": harness.machine_note(),
         "chats": args.chats,
         "rate": args.rate,
         "loadavg": os.getloadavg()[0],
     }
-    text = report(profile, figures, meta)
-    (args.out / "profile_turn.md").write_text(text)
-    print(text)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ verification work on. A leaf of knowledge: imports no app."""
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 
 import snowballstemmer
@@ -123,7 +124,17 @@ def stem(word: str) -> str:
     return _stem(word)
 
 
-_SNOWBALL = snowballstemmer.stemmer("english")
+# A Snowball stemmer keeps the word being stemmed in its own attributes: one shared by two
+# threads stems one thread's word with the other's state (wrong stems, IndexError,
+# AssertionError; seen as turns failing `internal` under load). One per thread.
+_stemmers = threading.local()
+
+
+def _stemmer():
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 # Longer "words" (hashes, base64, a page's junk) are no English word: left as they are and
@@ -141,7 +152,7 @@ def _stem_cached(word: str) -> str:
     # "expire"/"expires", "change"/"changes", "delete"/"deleted" apart: on the five
     # development sets and the demo one key fact more, none fewer (docs/reports/answers.md,
     # Round 6). Cached: the pure-Python stemmer costs ~30 us a word, a hit ~0.1 us.
-    return _SNOWBALL.stemWord(word)
+    return _stemmer().stemWord(word)
 
 
 def numbers(text: str) -> set[str]:
