@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from chat.orchestrator import answer_cache, followup
+from chat.orchestrator.answerable import names_unknown
 from chat.orchestrator.base import Draft, Outcome, Turn, cpu, db
 from chat.orchestrator.extractive import citations, extractive_draft
 from chat.orchestrator.finish import finish
@@ -127,6 +128,9 @@ async def knowledge_answer(turn: Turn) -> Outcome:
     search = await _search(turn)
     if search.weak:
         return await weak_answer(turn, search.result, search.passages)
+    if unknown := await names_unknown(turn):
+        # The question names what no document mentions: the passages found do not answer it.
+        return await weak_answer(turn, search.result, search.passages, unknown=unknown)
     if conversation.weak_evidence_streak:
         await db(services.conversation_weak_streak_reset)(conversation_id=conversation.pk)
     # A follow-up is keyed by what it resolved to ("and for members?" means different

@@ -1,7 +1,10 @@
 """An answer to weak evidence: never a confident one. The closest quotes and a question back,
-a refusal when nothing matched, and a person on the second weak turn."""
+a refusal when nothing matched, and a person on the second weak turn. A question naming what
+no document mentions (`answerable`) is answered so too, whatever the search's strength."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from chat.orchestrator.base import Draft, Outcome, Turn, cpu, db
 from chat.orchestrator.extractive import extractive_draft
@@ -20,7 +23,9 @@ REFUSAL_TEXT = (
 )
 
 
-async def weak_answer(turn: Turn, result, passages) -> Outcome:
+async def weak_answer(turn: Turn, result, passages, unknown: Sequence[str] = ()) -> Outcome:
+    """Answer without confidence; `unknown`: the names in the question no document mentions
+    (said to the customer, and recorded as the path's reason)."""
     conversation, message = turn.conversation, turn.message
     streak = await db(services.conversation_weak_streak_bump)(conversation_id=conversation.pk)
     weak = result.strength != "none" and bool(passages)
@@ -43,7 +48,7 @@ async def weak_answer(turn: Turn, result, passages) -> Outcome:
         draft = await _closest(turn, passages)
         draft.kind = Message.Kind.CLARIFY
         draft.text = (
-            f"I'm not sure I found exactly what you're asking about. {draft.text} "
+            f"{_not_sure(unknown)} {draft.text} "
             "Does that answer it? If not, "
             "tell me a bit more, or I can connect you with a person from our team."
         )
@@ -51,9 +56,25 @@ async def weak_answer(turn: Turn, result, passages) -> Outcome:
         "strength": result.strength,
         "search_ms": result.timings_ms,
         "path": "weak_evidence",
-        "path_reason": "ambiguous" if result.ambiguous else result.strength,
+        "path_reason": _reason(result, unknown),
     }
+    if unknown:
+        draft.stats["meta"]["unknown_names"] = list(unknown)
     return await finish(turn, draft, stream=True)
+
+
+def _reason(result, unknown: Sequence[str]) -> str:
+    if unknown:
+        return "unknown_names"
+    return "ambiguous" if result.ambiguous else result.strength
+
+
+def _not_sure(unknown: Sequence[str]) -> str:
+    """The hedge's opening: which names the help center never mentions, when that is why."""
+    if not unknown:
+        return "I'm not sure I found exactly what you're asking about."
+    names = ", ".join(f'"{name}"' for name in unknown[:3])
+    return f"I couldn't find {names} mentioned in our help center, so I'm not sure this answers it."
 
 
 async def _closest(turn: Turn, passages) -> Draft:

@@ -176,6 +176,44 @@ def test_a_question_the_pages_only_touch_is_hedged_not_answered_from_unrelated_s
     assert "sides=two-sided-long-edge" in answered.text
 
 
+def test_a_question_naming_what_no_page_mentions_is_hedged_not_answered_with_confidence(
+    help_center, conversation
+):
+    """The shipping page answers "do you ship to Canada" strongly; a carrier it never names
+    makes the same passages no answer: the reply says what it could not find, quotes the
+    closest as a possibility and offers a person."""
+    reply = ask(conversation, "Do you ship to Canada with FedEx?", "c1").reply
+    assert reply.kind == Message.Kind.CLARIFY
+    assert reply.meta["strength"] == "strong"
+    assert reply.meta["path_reason"] == "unknown_names"
+    assert reply.meta["unknown_names"] == ["fedex"]
+    assert reply.text.startswith('I couldn\'t find "fedex" mentioned in our help center')
+    assert reply.text.rstrip().endswith("a person from our team.")
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("Do you ship to Canada?", "Canada and the United Kingdom"),
+        ("can i send back an opened thing for money back?", "store credit"),  # not the words
+        ("Can I send back an OPENED item to Acme?", "store credit"),
+    ],
+)
+def test_in_scope_questions_in_other_words_are_still_answered(
+    help_center, conversation, question, fact
+):
+    reply = ask(conversation, question, "c1").reply
+    assert reply.kind == Message.Kind.EXTRACTIVE, reply.text
+    assert fact in reply.text
+
+
+def test_a_misspelt_name_the_pages_mention_is_no_unknown_name(help_center, conversation):
+    reply = ask(conversation, "Do you ship to Canada and the Unitd Kingdom?", "c1").reply
+    assert reply.kind == Message.Kind.EXTRACTIVE, reply.text
+    assert reply.meta["path_reason"] != "unknown_names"
+    assert "Canada" in reply.text
+
+
 def test_a_second_weak_turn_hands_off_and_still_quotes_the_closest_sections(
     help_center, conversation, monkeypatch
 ):

@@ -1,6 +1,7 @@
 """Reads of the knowledge app, always per tenant, one concern per module: who may read what
 (`filters`), the candidate lists of a hybrid search (`candidates`), the search itself and
-citations (`search`), documents and their public pages (`documents`)."""
+citations (`search`), documents and their public pages (`documents`), the words no document
+mentions (`terms`)."""
 
 from knowledge.selectors.candidates import (
     FULLTEXT_RANK_POOL,
@@ -36,6 +37,7 @@ from knowledge.selectors.search import (
     knowledge_version,
     search_passages,
 )
+from knowledge.selectors.terms import terms_unknown
 
 __all__ = [
     "FULLTEXT_RANK_POOL",
@@ -61,6 +63,7 @@ __all__ = [
     "tenant_live_chunk_count",
     "tenant_vector_index_name",
     "tenant_vector_state",
+    "terms_unknown",
     "trigram_candidates",
     "trigram_words",
     "vector_candidates",
