@@ -281,6 +281,12 @@ EXPLAINED: dict[str, str] = {
         for n in (35, 36, 37)
     },
     **{
+        f"chat.orchestrator.answer_cache.x_cached_draft__mutmut_{n}": (
+            "the log line's wording and traceback when Redis is down: operators' text, no promise"
+        )
+        for n in (3, 4, 5, 6, 7, 8, 9)
+    },
+    **{
         f"verification.verifier.xǁPassageVerifierǁ_check__mutmut_{n}": (
             "the wording of an internal error no caller shows (no passages is refused earlier)"
         )

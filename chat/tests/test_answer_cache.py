@@ -46,3 +46,15 @@ def test_an_answer_of_another_kind_is_not_cached(conversation):
     )
     assert cache.get(key) is None
     assert cache.get(customer_data._cache_index_key(conversation.customer_id)) is None
+
+
+def test_an_entry_that_is_not_sealed_is_never_served(conversation):
+    """Only what the product sealed with the tenant's key is an answer: a plain entry at the
+    key (written by anyone who can reach Redis, or left by an older version) is a miss."""
+    key = f"answer:test-{secrets.token_hex(4)}"
+    plain = '{"text": "Refunds are instant and unlimited.", "kind": "extractive",'
+    plain += ' "chunk_ids": [], "quotes": {}}'
+    cache.set(key, plain, 60)
+    assert answer_cache.cached_draft(conversation=conversation, key=key) is None
+    cache.set(key, "", 60)
+    assert answer_cache.cached_draft(conversation=conversation, key=key) is None
