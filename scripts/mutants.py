@@ -281,6 +281,74 @@ EXPLAINED: dict[str, str] = {
         for n in (35, 36, 37)
     },
     **{
+        f"supportbot.ratelimit.{name}": why
+        for names, why in (
+            (
+                ("xǁ_RedisStateǁ__init____mutmut_2", "xǁ_RedisStateǁ__init____mutmut_3"),
+                'a state with no client or URL yet (None or "") connects on first use either way',
+            ),
+            (
+                ("xǁ_RedisStateǁ__init____mutmut_5",),
+                "`down_until` 1.0 instead of 0.0: the monotonic clock is past it within a second",
+            ),
+            (
+                (
+                    "xǁ_RedisStateǁfailed__mutmut_1",
+                    "x_mark_once__mutmut_11",
+                    "x_mark_once__mutmut_40",
+                    "x_lockout_remaining__mutmut_34",
+                ),
+                "a clock reading exactly equal to an expiry, to the nanosecond",
+            ),
+            (
+                ("x__sliding_decision__mutmut_6", "x_rate_limit_hit__mutmut_6"),
+                "int(a / b) and int(a // b) agree for the positive times and windows used",
+            ),
+            (
+                ("x__sliding_decision__mutmut_19",),
+                "`<` and `<=` differ only at exactly the 1e-9 tolerance added to the count",
+            ),
+            (
+                ("x_rate_limit_hit__mutmut_13", "x_rate_limit_hit__mutmut_14"),
+                "the pipeline is one round trip either way, and the previous window's GET does"
+                " not depend on another client's INCRBY of this window in between",
+            ),
+            (
+                (
+                    "x_lockout_set__mutmut_11",
+                    "x_lockout_set__mutmut_19",
+                    "x_lockout_remaining__mutmut_21",
+                    "x_mark_once__mutmut_9",
+                    "x_mark_once__mutmut_24",
+                    "x_mark_once__mutmut_38",
+                    "x_mark_once__mutmut_43",
+                ),
+                "a lock's or mark's stored count is never read: only its presence and expiry",
+            ),
+            (
+                (
+                    "x_lockout_remaining__mutmut_22",
+                    "x_mark_once__mutmut_10",
+                    "x_mark_once__mutmut_39",
+                ),
+                "a default expiry of 0.0 or 1.0 (1970) is in the past either way",
+            ),
+            (
+                ("x_lockout_remaining__mutmut_30",),
+                "remaining is never negative (max with 0), and int(0 + 0.999) is 0",
+            ),
+            (
+                ("x_mark_once__mutmut_5",),
+                "the second look at this process's marks, under the same lock, decides too",
+            ),
+            (
+                ("x_mark_once__mutmut_32",),
+                "the cause in the fallback warning (a log line for operators)",
+            ),
+        )
+        for name in names
+    },
+    **{
         f"chat.orchestrator.answer_cache.x_cached_draft__mutmut_{n}": (
             "the log line's wording and traceback when Redis is down: operators' text, no promise"
         )

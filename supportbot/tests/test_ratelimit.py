@@ -316,3 +316,56 @@ def test_parallel_marks_of_one_key_let_exactly_one_through(backend, settings):
     for t in threads:
         t.join()
     assert sorted(results) == [False] * 15 + [True]
+
+
+def _decide(previous: int, current: int, into: float, allowed: int = 3):
+    limit = ratelimit.Limit(name="t", count=allowed, window=60)
+    now = 60.0 * 29_000_000 + 60.0 * into
+    return ratelimit._sliding_decision(limit, previous, current, now, allowed, "redis")
+
+
+def test_a_full_window_waits_for_its_end_and_then_for_enough_of_it_to_slide_out():
+    # 3/60, four hits 15 s into a window with nothing before: refused; the rest of this
+    # window (45 s) plus the third of the next that lets one of the three slide out (20 s).
+    decision = _decide(previous=0, current=4, into=0.25)
+    assert (decision.allowed, decision.hits, decision.retry_after) == (False, 4, 65)
+
+
+def test_when_only_the_previous_window_is_in_the_way_the_wait_is_until_enough_of_it_slid_out():
+    # 3/60, 3 hits last window, 1 now, half-way through: 3 x 1/2 + 1 = 2.5 fits; one more
+    # fits once the previous window weighs 1 (two thirds of the way through): 10 s.
+    decision = _decide(previous=3, current=1, into=0.5)
+    assert (decision.allowed, decision.hits, decision.retry_after) == (True, 3, 10)
+
+
+def test_a_wait_already_over_is_reported_as_one_second():
+    decision = _decide(previous=1, current=1, into=0.5)
+    assert (decision.allowed, decision.retry_after) == (True, 1)
+
+
+def test_a_window_counter_lives_through_the_next_window_and_no_longer(strict_limits):
+    strict_limits(search_key="5/60")
+    ratelimit.rate_limit_hit(limit=ratelimit.limit_get("search_key"), key=("ttl",))
+    client = ratelimit._redis.get()
+    (counter,) = client.keys(f"{ratelimit.KEY_PREFIX}:search_key:*")
+    assert 120 <= client.ttl(counter) <= 121  # two windows and a second
+
+
+def test_a_hit_can_cost_more_than_one(strict_limits):
+    strict_limits(search_key="5/60")
+    ratelimit.rate_limit_enforce(name="search_key", key=("bulk",), cost=3)
+    with pytest.raises(RateLimited):
+        ratelimit.rate_limit_enforce(name="search_key", key=("bulk",), cost=3)
+    limit = ratelimit.limit_get("search_key")
+    assert ratelimit.rate_limit_hit(limit=limit, key=("bulk",), cost=2).hits == 5
+
+
+def test_the_refusal_says_the_limit_or_the_callers_own_words(strict_limits):
+    strict_limits(search_key="1/60")
+    ratelimit.rate_limit_enforce(name="search_key", key=("words",))
+    with pytest.raises(RateLimited) as default:
+        ratelimit.rate_limit_enforce(name="search_key", key=("words",))
+    assert default.value.detail == "Too many requests (1 per 60 s); try again later."
+    with pytest.raises(RateLimited) as own:
+        ratelimit.rate_limit_enforce(name="search_key", key=("words",), detail="Slow down.")
+    assert own.value.detail == "Slow down."
