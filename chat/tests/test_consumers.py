@@ -408,7 +408,8 @@ async def test_a_message_is_acknowledged_while_every_turn_slot_of_its_tenant_is_
     tenant, help_center, local_cache
 ):
     """Saving and acknowledging come before the queue for a turn slot: on a busy Monday the
-    customer sees `message.accepted` at once, and the answer once a slot frees up."""
+    customer sees `message.accepted` at once, then `answer.queued` with a place in line, and
+    the answer once a slot frees up."""
     comm = await connect()
     await start(comm, tenant.slug)
     slots = _slots()  # the process's slots (the consumer runs on this event loop)
@@ -421,6 +422,9 @@ async def test_a_message_is_acknowledged_while_every_turn_slot_of_its_tenant_is_
     )
     accepted, _ = await receive_until(comm, "message.accepted", timeout=5)
     assert accepted["client_message_id"] == "m1"
+    queued, _ = await receive_until(comm, "answer.queued", timeout=5)
+    assert (queued["reply_to"], queued["position"]) == (accepted["message"]["id"], 1)
+    assert queued["wait_seconds"] >= 1
     assert await comm.receive_nothing(timeout=0.5)  # no answer while the slots are held
 
     await busy.aclose()
