@@ -8,23 +8,27 @@ import threading
 
 from django.db import transaction
 from django_q.brokers import Broker, get_broker
+from django_q.conf import Conf
 from django_q.tasks import async_task
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_broker: tuple[int, Broker] | None = None  # (the process it was made in, the broker)
+# (the process it was made in, the queue it pushes to, the broker)
+_broker: tuple[int, str, Broker] | None = None
 
 
 def shared_broker() -> Broker:
     """This process's one broker (django-q2 makes a new one, with a new Redis connection pool
     and so a new connection, for every task enqueued without one); a forked child makes its
-    own rather than share its parent's sockets."""
+    own rather than share its parent's sockets, and a changed cluster name (the queue's key)
+    gets a broker for the new queue."""
     global _broker
+    key = (os.getpid(), Conf.CLUSTER_NAME)
     with _lock:
-        if _broker is None or _broker[0] != os.getpid():
-            _broker = (os.getpid(), get_broker())
-        return _broker[1]
+        if _broker is None or _broker[:2] != key:
+            _broker = (*key, get_broker())
+        return _broker[2]
 
 
 def task_enqueue(func: str, *args, **kwargs) -> str:

@@ -8,6 +8,8 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
+
 from chat.orchestrator import answer_cache, followup
 from chat.orchestrator.answerable import names_unknown
 from chat.orchestrator.base import Draft, Outcome, Turn, cpu, db
@@ -178,6 +180,8 @@ async def _search(turn: Turn) -> _Search:
             limit=CANDIDATE_PASSAGES,
             sentence_vectors=True,
         )
+    if result.query_vector:  # the search embedded the question: the turn need not again
+        turn.embedder.seed({result.query: np.asarray(result.query_vector, dtype=np.float32)})
     found = [p for p in result.passages if p.evidence > 0]
     return _Search(resolved, audience, result, found)
 

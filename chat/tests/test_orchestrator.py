@@ -82,6 +82,30 @@ def test_a_turn_reads_its_passages_sentence_vectors_instead_of_embedding_them(
     assert embedded.meta["embedded_texts"] >= stored.meta["embedded_texts"] + 5
 
 
+def test_a_turn_embeds_the_question_once_for_search_and_composition(
+    help_center, conversation, settings, monkeypatch
+):
+    from chat.orchestrator.base import SENTENCE_VECTORS
+    from knowledge import embeddings
+
+    settings.ANSWER_CACHE_ENABLED = False
+    question = "Could I send back an item I already opened?"
+    SENTENCE_VECTORS.clear()
+    embeddings._embed_query_cached.cache_clear()
+    encoded: list[str] = []
+    encode = embeddings._local_encode
+
+    def counting(texts):
+        encoded.extend(texts)
+        return encode(texts)
+
+    monkeypatch.setattr(embeddings, "_local_encode", counting)
+    reply = ask(conversation, question, "q1").reply
+    assert reply.kind == Message.Kind.EXTRACTIVE
+    assert encoded.count(question) == 1  # the search's vector scores the sentences too
+    assert reply.meta["embedded_texts"] == len(encoded) - 1
+
+
 def test_repeated_client_message_id_returns_the_saved_reply_and_never_a_second(
     help_center, conversation
 ):

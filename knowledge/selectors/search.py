@@ -88,6 +88,9 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     # Weak only because no passage stands out from the others (`evidence_strength`).
     ambiguous: bool = False
+    # The query's embedding (normalized), for callers that score sentences against the same
+    # text: they need not embed it again.
+    query_vector: tuple[float, ...] = field(default=(), repr=False)
 
 
 # --------------------------------------------------------------------------- search
@@ -150,6 +153,7 @@ def search_passages(
         strength=strength,
         timings_ms=watch.timings,
         ambiguous=ambiguous,
+        query_vector=tuple(embedding),
     )
 
 

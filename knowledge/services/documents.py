@@ -14,7 +14,6 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
-from django_q.tasks import async_task
 
 from knowledge.extraction import (
     GZIP_SUFFIX,
@@ -24,6 +23,7 @@ from knowledge.extraction import (
 from knowledge.models import Chunk, Document, DocumentVersion
 from supportbot.errors import ApplicationError, Conflict, NotFound
 from supportbot.models import Tenant
+from supportbot.queue import task_enqueue
 from supportbot.services import Actor, audit_event_record
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def _audience_checked(*, audience: str, segments: list[str] | tuple[str, ...]) -
 def document_index_enqueue(document: Document) -> None:
     """Index the document's newest version once the current transaction commits."""
     transaction.on_commit(
-        partial(async_task, INDEX_TASK, document.pk, document.version, group="knowledge-index")
+        partial(task_enqueue, INDEX_TASK, document.pk, document.version, group="knowledge-index")
     )
 
 

@@ -18,7 +18,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.embeddings import BATCH_SIZE, embed_texts
@@ -41,6 +40,7 @@ from knowledge.services.documents import (
 )
 from knowledge.services.slots import Claim, indexing_slot_claim, indexing_slots_wake
 from knowledge.services.vector_index import VECTOR_INDEX_TASK, tenant_vector_index_due
+from supportbot.queue import task_enqueue
 from supportbot.services import Actor
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ def _index_steps(*, document: Document, version: int, deadline: float) -> Docume
     for n, start in enumerate(range(0, len(missing), BATCH_SIZE)):
         if n and time.monotonic() > deadline:
             _status_set(document_id=document_id, version=version, attempts=0)
-            async_task(INDEX_TASK, document_id, version, group="knowledge-index")
+            task_enqueue(INDEX_TASK, document_id, version, group="knowledge-index")
             logger.info(
                 "knowledge document %s v%s: %s of %s passages stored, continuing in a new task",
                 document_id,
@@ -296,7 +296,7 @@ def _version_go_live(*, document_id: int, version: int, total: int) -> Document 
     if tenant_vector_index_due(tenant_id=document.tenant_id):
         transaction.on_commit(
             partial(
-                async_task, VECTOR_INDEX_TASK, document.tenant_id, group="knowledge-vector-index"
+                task_enqueue, VECTOR_INDEX_TASK, document.tenant_id, group="knowledge-vector-index"
             )
         )
     return document

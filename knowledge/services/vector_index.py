@@ -7,9 +7,9 @@ import logging
 
 from django.conf import settings
 from django.db import connection
-from django_q.tasks import async_task
 
 from knowledge.selectors import tenant_vector_index_name, tenant_vector_state
+from supportbot.queue import task_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -99,5 +99,5 @@ def tenant_vector_indexes_sweep() -> list[int]:
         candidates = sorted(row[0] for row in cursor.fetchall())
     due = [t for t in candidates if tenant_vector_index_due(tenant_id=t)]
     for tenant_id in due:
-        async_task(VECTOR_INDEX_TASK, tenant_id, group="knowledge-vector-index")
+        task_enqueue(VECTOR_INDEX_TASK, tenant_id, group="knowledge-vector-index")
     return due

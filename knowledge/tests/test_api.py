@@ -24,7 +24,7 @@ def test_upload_returns_202_and_enqueues_indexing_on_commit(
     api_client, tenant, django_capture_on_commit_callbacks
 ):
     with (
-        mock.patch("knowledge.services.documents.async_task") as enqueue,
+        mock.patch("knowledge.services.documents.task_enqueue") as enqueue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         r = api_client.post(

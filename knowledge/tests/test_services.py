@@ -162,7 +162,7 @@ def test_sweeper_reenqueues_stuck_documents_and_fails_them_after_max_attempts(
     Document.objects.filter(pk=stuck.pk).update(status="embedding", attempts=1, updated_at=old)
     Document.objects.filter(pk=exhausted.pk).update(status="extracting", attempts=3, updated_at=old)
     with (
-        mock.patch("knowledge.services.documents.async_task") as enqueue,
+        mock.patch("knowledge.services.documents.task_enqueue") as enqueue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         requeued = services.documents_sweep_stuck()
@@ -238,7 +238,7 @@ def test_indexing_past_the_task_deadline_continues_in_a_new_task_until_ready(ten
     runs = 0
     with (
         mock.patch("knowledge.services.indexing._index_deadline", return_value=0.0),
-        mock.patch("knowledge.services.indexing.async_task") as enqueue,
+        mock.patch("knowledge.services.indexing.task_enqueue") as enqueue,
     ):
         while document.status != Document.Status.READY and runs < 10:
             document = services.document_index(document_id=document.pk, version=1)
@@ -451,7 +451,7 @@ def test_indexing_past_the_threshold_enqueues_the_vector_index_task(
     settings.KNOWLEDGE_EXACT_SCAN_MAX_ROWS = 1
     ChunkFactory(document=DocumentFactory(tenant=tenant))
     with (
-        mock.patch.object(indexing, "async_task") as enqueue,
+        mock.patch.object(indexing, "task_enqueue") as enqueue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         upload_and_index(tenant, "returns.md", MD)
@@ -470,7 +470,7 @@ def test_sweep_enqueues_index_builds_only_for_tenants_that_need_one(
     tenant, other_tenant, large_tenants
 ):
     services.tenant_vector_index_ensure(tenant_id=tenant.pk)
-    with mock.patch.object(vector_index, "async_task") as enqueue:
+    with mock.patch.object(vector_index, "task_enqueue") as enqueue:
         due = services.tenant_vector_indexes_sweep()
     assert due == [other_tenant.pk]
     enqueue.assert_called_once_with(

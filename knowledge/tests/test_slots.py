@@ -51,7 +51,7 @@ def test_racing_uploads_of_one_tenant_index_one_at_a_time_while_other_tenants_go
     settings.INDEXING_SLOTS_PER_TENANT = 1
     tenants = [TenantFactory(slug=f"slots-{n}") for n in range(3)]
     documents = [upload(t, f"doc-{i}.md", MD) for t in tenants for i in range(2)]
-    with mock.patch("knowledge.services.documents.async_task") as enqueue:
+    with mock.patch("knowledge.services.documents.task_enqueue") as enqueue:
         _index_all_at_once(documents)
     for tenant in tenants:
         statuses = sorted(Document.objects.filter(tenant=tenant).values_list("status", flat=True))
@@ -105,7 +105,7 @@ def test_a_finished_run_enqueues_the_tenants_oldest_waiting_document(
     second = upload(tenant, "b.md", MD)
     third = upload(tenant, "c.md", MD)
     with (
-        mock.patch("knowledge.services.documents.async_task") as enqueue,
+        mock.patch("knowledge.services.documents.task_enqueue") as enqueue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         services.document_index(document_id=first.pk, version=1)

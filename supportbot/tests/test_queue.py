@@ -41,6 +41,14 @@ def test_tasks_enqueued_one_after_another_share_one_connection(fresh_broker, con
     assert len(connects) <= 1  # django-q2 alone opened a connection per task: 20
 
 
+def test_a_task_goes_to_the_queue_of_the_cluster_name_in_force(fresh_broker, monkeypatch):
+    queue.shared_broker()  # made for the name in force before
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", "sbtest-renamed")
+    queue.task_enqueue("math.floor", 2.5)
+    assert queue.shared_broker().list_key == "django_q:sbtest-renamed:q"
+    assert queue.shared_broker().queue_size() == 1  # a worker on that queue will see it
+
+
 @pytest.mark.process
 def test_a_forked_child_makes_a_broker_of_its_own(fresh_broker):
     parents = queue.shared_broker()
