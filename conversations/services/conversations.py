@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Subquery
+from django.db.models.functions import Coalesce
 
 from conversations import events
 from conversations.models import Conversation, Customer, Message
@@ -112,13 +113,11 @@ def conversation_summary_rebuild(*, conversation_id: int) -> str:
 
 
 def conversation_summary_due(*, conversation_id: int) -> bool:
-    """True when enough messages piled up past the stored summary to rebuild it."""
-    through = (
-        Conversation.objects.filter(pk=conversation_id)
-        .values_list("summary_through_message_id", flat=True)
-        .first()
+    """True when enough messages piled up past the stored summary to rebuild it (one query,
+    counting no further than the threshold)."""
+    through = Subquery(
+        Conversation.objects.filter(pk=conversation_id).values("summary_through_message_id")[:1]
     )
-    newer = Message.objects.filter(conversation_id=conversation_id)
-    if through:
-        newer = newer.filter(pk__gt=through)
-    return newer.count() >= SUMMARY_KEEP_RECENT + SUMMARY_EVERY
+    wanted = SUMMARY_KEEP_RECENT + SUMMARY_EVERY
+    newer = Message.objects.filter(conversation_id=conversation_id, pk__gt=Coalesce(through, 0))
+    return newer[:wanted].count() >= wanted

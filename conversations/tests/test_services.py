@@ -19,6 +19,33 @@ def _exchange(conversation, i):
     )
 
 
+def test_a_summary_is_due_at_exactly_twelve_messages_past_the_last_one_and_no_sooner(tenant):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from conversations.services.conversations import SUMMARY_EVERY, SUMMARY_KEEP_RECENT
+
+    customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id="d")
+    conversation = services.conversation_start(tenant=tenant, customer=customer)
+    busy = services.conversation_start(tenant=tenant, customer=customer)
+    for i in range(10):
+        _exchange(busy, i)  # another conversation's messages never count
+    wanted = SUMMARY_KEEP_RECENT + SUMMARY_EVERY
+    for i in range(wanted // 2 - 1):
+        _exchange(conversation, i)
+    services.message_receive(conversation=conversation, client_message_id="odd", text="One?")
+    with CaptureQueriesContext(connection) as ctx:
+        assert not services.conversation_summary_due(conversation_id=conversation.pk)
+    assert len(ctx.captured_queries) == 1
+    reply = services.reply_reserve(customer_message=Message.objects.get(client_message_id="odd"))
+    services.reply_finalize(
+        reply=reply, text="Yes.", kind="extractive", citations=[], customer_state="answered"
+    )
+    assert services.conversation_summary_due(conversation_id=conversation.pk)
+    services.conversation_summary_rebuild(conversation_id=conversation.pk)
+    assert not services.conversation_summary_due(conversation_id=conversation.pk)
+
+
 def test_summary_covers_older_messages_and_keeps_recent_ones_out(tenant):
     customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id="s")
     conversation = services.conversation_start(tenant=tenant, customer=customer)

@@ -16,6 +16,7 @@ from knowledge.selectors.candidates import (
     vector_candidates,
     vector_literal,
     vector_plan_choose,
+    vector_plan_forget,
 )
 from knowledge.selectors.documents import (
     PublicPage,
@@ -69,5 +70,6 @@ __all__ = [
     "vector_candidates",
     "vector_literal",
     "vector_plan_choose",
+    "vector_plan_forget",
     "version_visible_to",
 ]

@@ -5,6 +5,8 @@ Reciprocal Rank Fusion."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
@@ -242,15 +244,42 @@ def tenant_live_chunk_count(*, tenant: Tenant, cap: int) -> int:
     return tenant_vector_state(tenant_id=tenant.pk, cap=cap)[0]
 
 
+_plans_lock = threading.Lock()
+# (tenant id, threshold) -> (plan, monotonic time it expires); see vector_plan_choose.
+_plans: dict[tuple[int, int], tuple[str, float]] = {}
+_PLANS_MAX = 10_000
+
+
 def vector_plan_choose(*, tenant: Tenant) -> str:
     """Choose "exact" for a tenant with at most KNOWLEDGE_EXACT_SCAN_MAX_ROWS live chunks, else
     "hnsw".
 
     The planner alone picks a slow filtered HNSW path for small tenants (see DESIGN.md); an
     exact sort over a few thousand rows (B-tree on tenant) is fast and has perfect recall.
+    The choice is kept per tenant for KNOWLEDGE_VECTOR_PLAN_TTL_S (counting up to the
+    threshold's rows on every search cost a query per turn); an index run of this process
+    forgets it at once (`vector_plan_forget`), other processes within the lifetime. A stale
+    plan is slower or, past the threshold, of HNSW's recall, never another tenant's rows.
     """
     cap = settings.KNOWLEDGE_EXACT_SCAN_MAX_ROWS
-    return "exact" if tenant_live_chunk_count(tenant=tenant, cap=cap + 1) <= cap else "hnsw"
+    key, now = (tenant.pk, cap), time.monotonic()
+    with _plans_lock:
+        hit = _plans.get(key)
+    if hit is not None and hit[1] > now:
+        return hit[0]
+    plan = "exact" if tenant_live_chunk_count(tenant=tenant, cap=cap + 1) <= cap else "hnsw"
+    with _plans_lock:
+        if len(_plans) >= _PLANS_MAX:
+            _plans.clear()
+        _plans[key] = (plan, now + settings.KNOWLEDGE_VECTOR_PLAN_TTL_S)
+    return plan
+
+
+def vector_plan_forget(*, tenant_id: int) -> None:
+    """Forget the tenant's kept vector plan (its live chunks changed in this process)."""
+    with _plans_lock:
+        for key in [k for k in _plans if k[0] == tenant_id]:
+            del _plans[key]
 
 
 def vector_candidates(

@@ -21,6 +21,7 @@ from knowledge.extraction import (
     extractor_version,
 )
 from knowledge.models import Chunk, Document, DocumentVersion
+from knowledge.selectors import vector_plan_forget
 from supportbot.errors import ApplicationError, Conflict, NotFound
 from supportbot.models import Tenant
 from supportbot.queue import task_enqueue
@@ -142,6 +143,10 @@ def knowledge_revision_bump(*, tenant: Tenant) -> None:
             "SET revision = knowledge_tenantknowledge.revision + 1",
             [tenant.pk],
         )
+    # Now for this transaction's own searches, and after commit for a search that counted
+    # the old chunks meanwhile.
+    vector_plan_forget(tenant_id=tenant.pk)
+    transaction.on_commit(partial(vector_plan_forget, tenant_id=tenant.pk))
 
 
 def _version_create(
