@@ -146,11 +146,15 @@ async def knowledge_answer(turn: Turn) -> Outcome:
             cached.stats["meta"].update(path="cached", path_reason="cache_hit")
             yields.answer_path_record(path="cached", reason="cache_hit", waited_ms=0.0)
             return await finish(turn, cached, stream=True)
-    await db(services.message_set_state)(message_id=turn.message.pk, state=Message.State.ANSWERING)
     plan = await _model_plan()
     with _admission(plan) as admitted:
         if not admitted:  # enough answers already wait on the unmeasured model
             plan = replace(plan, route="none", reason=WARMING_UP_BUSY)
+        if plan.route == "generate":  # the customer waits on the model (else: searching →
+            # answered in one go, a write fewer per turn)
+            await db(services.message_set_state)(
+                message_id=turn.message.pk, state=Message.State.ANSWERING
+            )
         attempt = await _attempt(turn, search, plan)
     draft = await _answer_draft(turn, search.found, attempt)
     _note_path(turn, search, plan, attempt, draft)
