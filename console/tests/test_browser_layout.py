@@ -5,7 +5,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-NAV = ["Queue", "Actions", "Knowledge gaps", "Audit", "Customers", "Widget", "Ops"]
+NAV = ["Queue", "Actions", "Knowledge gaps", "Audit", "Customers", "Widget", "API keys", "Ops"]
 HEADER = """() => {
   const header = document.querySelector('header');
   return {
@@ -31,6 +31,7 @@ def console_pages(stack) -> list[str]:
         "/console/audit/",
         "/console/customers/",
         "/console/widget/",
+        "/console/api-keys/",
         "/console/ops/",
     ]
     handoff = stack.sql("SELECT max(id) FROM handoffs_handoff")[0][0]
