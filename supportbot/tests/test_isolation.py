@@ -81,6 +81,7 @@ ROUTE_CASES: dict[str, str] = {
     "console/handoffs/<int:handoff_id>/": "console",
     "console/gaps/": "console",
     "console/widget/": "console",
+    "console/policies/": "console",
     "console/api-keys/": "console",
     "console/api-keys/new": "console",
     "console/api-keys/<int:key_id>/revoke/": "console",
@@ -253,7 +254,11 @@ def _snapshot(f) -> tuple:
     """Everything of B that an attack could change."""
     b = f.b
     return (
-        Tenant.objects.filter(pk=b.pk).values_list("widget_secret", "name").get(),
+        Tenant.objects.filter(pk=b.pk)
+        .values_list(
+            "widget_secret", "name", "refund_auto_limit", "handoff_capacity", "retention_days"
+        )
+        .get(),
         sorted(Message.objects.filter(tenant=b).values_list("id", "text", "state")),
         sorted(Conversation.objects.filter(tenant=b).values_list("id", "owner", "state")),
         sorted(Handoff.objects.filter(tenant=b).values_list("id", "state", "version")),
