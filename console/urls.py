@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import admin_views, api, api_widget, views, views_ops
+from console import admin_views, api, api_widget, views, views_keys, views_ops, views_policies
 from supportbot.login_throttle import throttled_login
 
 console_urlpatterns = [
@@ -20,6 +20,14 @@ console_urlpatterns = [
     path("console/customers/export", admin_views.customer_export, name="console-customer-export"),
     path("console/customers/erase", admin_views.customer_erase, name="console-customer-erase"),
     path("console/widget/", views.widget_settings, name="console-widget"),
+    path("console/policies/", views_policies.policies, name="console-policies"),
+    path("console/api-keys/", views_keys.api_keys, name="console-api-keys"),
+    path("console/api-keys/new", views_keys.api_key_new, name="console-api-key-new"),
+    path(
+        "console/api-keys/<int:key_id>/revoke/",
+        views_keys.api_key_revoke_page,
+        name="console-api-key-revoke",
+    ),
     path("console/api/queue", api.QueueApi.as_view(), name="console-queue"),
     path(
         "console/api/handoffs/<int:handoff_id>",

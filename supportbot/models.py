@@ -17,6 +17,8 @@ SLUG_RE = r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$"
 slug_validator = RegexValidator(
     SLUG_RE, "Use 1-50 lowercase letters, digits or inner hyphens (e.g. 'acme-eu')."
 )
+# A customer segment's name (a document's audience, an API key's search scope).
+SEGMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
 
 
 IDENTITY_TOKEN_DEFAULT_LIFETIME_S = 24 * 60 * 60
@@ -127,8 +129,10 @@ class Membership(models.Model):
 class ApiKey(models.Model):
     """A partner key. Only a SHA-256 of the secret is stored; the prefix finds the row."""
 
+    NAME_MAX_LENGTH = 100
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=NAME_MAX_LENGTH)
     prefix = models.CharField(max_length=16, unique=True)
     secret_hash = models.CharField(max_length=64)
     created_by = models.ForeignKey(

@@ -22,7 +22,16 @@ def tenant_get(*, slug: str) -> Tenant:
 
 
 def api_key_list(*, tenant: Tenant) -> QuerySet[ApiKey]:
-    return ApiKey.objects.filter(tenant=tenant)
+    """The tenant's keys, newest first, with who created them (one query)."""
+    return ApiKey.objects.filter(tenant=tenant).select_related("created_by")
+
+
+def api_key_get(*, tenant: Tenant, key_id: int) -> ApiKey:
+    """The tenant's key `key_id`; raise NotFound for another tenant's (or no) key."""
+    key = api_key_list(tenant=tenant).filter(pk=key_id).first()
+    if key is None:
+        raise NotFound("No such API key.")
+    return key
 
 
 def audit_event_list(*, tenant: Tenant, action: str | None = None) -> QuerySet[AuditEvent]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -17,7 +18,17 @@ from django.utils import timezone
 
 from supportbot.client_address import address_truncated
 from supportbot.errors import ApplicationError, Conflict, NotFound
-from supportbot.models import SLUG_RE, ApiKey, AuditEvent, LoginFailure, Membership, Tenant
+from supportbot.models import (
+    SEGMENT_RE,
+    SLUG_RE,
+    ApiKey,
+    AuditEvent,
+    LoginFailure,
+    Membership,
+    Tenant,
+)
+
+logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "sb_"
 _KEY_RE = re.compile(r"^sb_([A-Za-z0-9]{8})_([A-Za-z0-9_-]{32,64})$")
@@ -190,6 +201,28 @@ def _hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def _api_key_name_checked(name: str) -> str:
+    cleaned = (name or "").strip()
+    if not cleaned:
+        raise ApplicationError("Name must not be empty.", field="name")
+    if len(cleaned) > ApiKey.NAME_MAX_LENGTH:
+        raise ApplicationError(
+            f"Name must be at most {ApiKey.NAME_MAX_LENGTH} characters.", field="name"
+        )
+    return cleaned
+
+
+def _api_key_segments_checked(segments: list[str] | None) -> list[str]:
+    cleaned = sorted({s.strip().lower() for s in segments or [] if s and s.strip()})
+    for segment in cleaned:
+        if not SEGMENT_RE.match(segment):
+            raise ApplicationError(
+                f"Invalid segment {segment!r}: use lowercase letters, digits, '-' or '_'.",
+                field="search_segments",
+            )
+    return cleaned
+
+
 @transaction.atomic
 def api_key_create(
     *,
@@ -200,12 +233,14 @@ def api_key_create(
     may_search_agent_documents: bool = False,
     search_segments: list[str] | None = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key; return it and the full key text, which is never retrievable again.
+    """Create a key; return it and the full key text, which is never retrievable again (only
+    its SHA-256 is stored, and the audit row names the key by its prefix).
 
     It searches public documents only, plus agents-only ones and the customer segments it is
-    granted here."""
-    if not (name or "").strip():
-        raise ApplicationError("Name must not be empty.", field="name")
+    granted here. Raise ApplicationError (with `field`) for an empty or too long name or a
+    malformed segment; nothing is written then."""
+    name = _api_key_name_checked(name)
+    segments = _api_key_segments_checked(search_segments)
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
     for _ in range(5):
         prefix = "".join(secrets.choice(alphabet) for _ in range(8))
@@ -214,16 +249,17 @@ def api_key_create(
     secret = secrets.token_urlsafe(32)
     key = ApiKey.objects.create(
         tenant=tenant,
-        name=name.strip(),
+        name=name,
         prefix=prefix,
         secret_hash=_hash_secret(secret),
         created_by=created_by,
         may_search_agent_documents=may_search_agent_documents,
-        search_segments=sorted({s.strip().lower() for s in search_segments or [] if s.strip()}),
+        search_segments=segments,
     )
+    key_actor = actor or (Actor.for_user(created_by) if created_by else Actor.system())
     audit_event_record(
         tenant=tenant,
-        actor=actor or (Actor.for_user(created_by) if created_by else Actor.system()),
+        actor=key_actor,
         action="api_key.created",
         target_type="api_key",
         target_id=key.pk,
@@ -234,26 +270,31 @@ def api_key_create(
             "search_segments": key.search_segments,
         },
     )
+    logger.info("API key %s of tenant %s created by %s", prefix, tenant.slug, key_actor.label)
     return key, f"{KEY_PREFIX}{prefix}_{secret}"
 
 
 @transaction.atomic
 def api_key_revoke(*, tenant: Tenant, key_id: int, actor: Actor | None = None) -> ApiKey:
-    """Revoke a key of `tenant` (idempotent); raise NotFound for another tenant's key."""
+    """Revoke a key of `tenant` (idempotent: a second revoke, even a concurrent one, changes
+    nothing and writes no second audit row: the row lock orders them); raise NotFound for
+    another tenant's key. The API refuses the key from the commit on."""
     key = ApiKey.objects.select_for_update().filter(tenant=tenant, pk=key_id).first()
     if key is None:
         raise NotFound("No such API key.")
     if key.revoked_at is None:
+        actor = actor or Actor.system()
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
         audit_event_record(
             tenant=tenant,
-            actor=actor or Actor.system(),
+            actor=actor,
             action="api_key.revoked",
             target_type="api_key",
             target_id=key.pk,
-            data={"prefix": key.prefix},
+            data={"name": key.name, "prefix": key.prefix},
         )
+        logger.info("API key %s of tenant %s revoked by %s", key.prefix, tenant.slug, actor.label)
     return key
 
 

@@ -12,7 +12,8 @@ One concern per module: `config` (provider connection, policy), `ledger` (keys, 
 events), `propose` (validation, dedupe, checks), `confirm` (confirmation, cancellation,
 admission under the limit lock), `answer` (a customer's answer from any channel), `execute`
 (send, settle, resolve by lookup), `decide` (approvals and roles), `sweep` (expiry, stuck rows,
-customer notices).
+customer notices), `policies` (the policies tenant admins edit in the console, audited with
+old and new values).
 """
 
 from actions.services.answer import action_answer
@@ -26,6 +27,7 @@ from actions.services.confirm import action_cancel, action_confirm
 from actions.services.decide import action_decide
 from actions.services.execute import action_run
 from actions.services.ledger import dedupe_key_for, retry_key_for
+from actions.services.policies import Policies, policies_get, policies_set
 from actions.services.propose import action_propose, order_keys_rekey
 from actions.services.sweep import (
     action_attach_card,
@@ -36,6 +38,7 @@ from actions.services.sweep import (
 )
 
 __all__ = [
+    "Policies",
     "ProviderNotConfigured",
     "action_answer",
     "action_attach_card",
@@ -52,6 +55,8 @@ __all__ = [
     "dedupe_key_for",
     "notify_customer",
     "order_keys_rekey",
+    "policies_get",
+    "policies_set",
     "provider_config_set",
     "retry_key_for",
 ]

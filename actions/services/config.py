@@ -74,6 +74,32 @@ ROLES = set(Membership.Role.values)
 RISKS = (ActionRequest.Risk.LOW, ActionRequest.Risk.HIGH)
 
 
+def proposal_ttl_checked(value: int) -> int:
+    """`value` if it is a proposal lifetime we allow (30 s to 24 h), else ApplicationError."""
+    if not 30 <= value <= 24 * 3600:
+        raise ApplicationError(
+            "proposal_ttl_seconds must be 30..86400.", field="proposal_ttl_seconds"
+        )
+    return value
+
+
+def approver_roles_checked(
+    approver_roles: dict[str, list[str]], *, current: dict[str, list[str]]
+) -> dict[str, list[str]]:
+    """Roles per risk class (a class left out keeps `current`); every class keeps at least one
+    known role, else ApplicationError."""
+    cleaned = {}
+    for risk in RISKS:
+        roles = approver_roles.get(risk, current.get(risk, []))
+        if not roles or not set(roles) <= ROLES:
+            raise ApplicationError(
+                f"approver_roles.{risk} must name at least one of {sorted(ROLES)}.",
+                field="approver_roles",
+            )
+        cleaned[risk] = sorted(set(roles))
+    return cleaned
+
+
 @transaction.atomic
 def action_policy_set(
     *,
@@ -86,11 +112,7 @@ def action_policy_set(
     """Change the tenant's action policy (audited). Every risk class keeps at least one role."""
     policy, _ = ActionPolicy.objects.select_for_update().get_or_create(tenant=tenant)
     if proposal_ttl_seconds is not None:
-        if not 30 <= proposal_ttl_seconds <= 24 * 3600:
-            raise ApplicationError(
-                "proposal_ttl_seconds must be 30..86400.", field="proposal_ttl_seconds"
-            )
-        policy.proposal_ttl_seconds = proposal_ttl_seconds
+        policy.proposal_ttl_seconds = proposal_ttl_checked(proposal_ttl_seconds)
     if dedupe_window_hours is not None:
         if not 1 <= dedupe_window_hours <= 24 * 90:
             raise ApplicationError(
@@ -98,16 +120,9 @@ def action_policy_set(
             )
         policy.dedupe_window_hours = dedupe_window_hours
     if approver_roles is not None:
-        cleaned = {}
-        for risk in RISKS:
-            roles = approver_roles.get(risk, policy.approver_roles.get(risk, []))
-            if not roles or not set(roles) <= ROLES:
-                raise ApplicationError(
-                    f"approver_roles.{risk} must name at least one of {sorted(ROLES)}.",
-                    field="approver_roles",
-                )
-            cleaned[risk] = sorted(set(roles))
-        policy.approver_roles = cleaned
+        policy.approver_roles = approver_roles_checked(
+            approver_roles, current=policy.approver_roles
+        )
     policy.save()
     audit_event_record(
         tenant=tenant,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import zlib
 from functools import partial
 from pathlib import PurePath
@@ -23,14 +22,13 @@ from knowledge.extraction import (
 from knowledge.models import Chunk, Document, DocumentVersion
 from knowledge.selectors import vector_plan_forget
 from supportbot.errors import ApplicationError, Conflict, NotFound
-from supportbot.models import Tenant
+from supportbot.models import SEGMENT_RE, Tenant
 from supportbot.queue import task_enqueue
 from supportbot.services import Actor, audit_event_record
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-SEGMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
 INDEX_TASK = "knowledge.tasks.document_index_task"
 
 

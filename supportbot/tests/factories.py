@@ -1,7 +1,8 @@
 import factory
 from django.contrib.auth import get_user_model
 
-from supportbot.models import Membership, Tenant
+from supportbot.models import ApiKey, Membership, Tenant
+from supportbot.services import api_key_create
 
 
 class TenantFactory(factory.django.DjangoModelFactory):
@@ -30,3 +31,19 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     tenant = factory.SubFactory(TenantFactory)
     user = factory.SubFactory(UserFactory)
     role = Membership.Role.AGENT
+
+
+class ApiKeyFactory(factory.django.DjangoModelFactory):
+    """A key made by the real service (hashed secret, audit row); `key.raw` is its full text."""
+
+    class Meta:
+        model = ApiKey
+
+    tenant = factory.SubFactory(TenantFactory)
+    name = factory.Sequence(lambda n: f"key {n}")
+
+    @classmethod
+    def _create(cls, model_class, *, tenant, name, **kwargs):
+        key, raw = api_key_create(tenant=tenant, name=name, **kwargs)
+        key.raw = raw
+        return key

@@ -79,6 +79,22 @@ def test_create_api_key_for_unknown_tenant_fails(db):
         call_command("create_api_key", "nope", "--name", "x")
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--name", "x" * 101], "at most 100 characters"),
+        (["--name", "crm", "--segments", "vip,Not Valid!"], "Invalid segment"),
+    ],
+)
+def test_create_api_key_refuses_a_long_name_or_a_bad_segment_and_writes_nothing(
+    tenant, args, message
+):
+    with pytest.raises(CommandError, match=message):
+        call_command("create_api_key", tenant.slug, *args)
+    assert not ApiKey.objects.exists()
+    assert not AuditEvent.objects.filter(action="api_key.created").exists()
+
+
 def test_seed_demo_is_idempotent(db, capsys):
     call_command("seed_demo")
     first = capsys.readouterr().out

@@ -36,7 +36,7 @@ from conversations.models import Conversation, Customer, Feedback, Message
 from handoffs import services as handoff_services
 from handoffs.models import Handoff, InternalNote
 from knowledge.models import Document
-from supportbot.models import Tenant
+from supportbot.models import ApiKey, Tenant
 from supportbot.services import Actor, api_key_create, audit_event_record
 from supportbot.tests.factories import MembershipFactory, TenantFactory
 
@@ -81,6 +81,10 @@ ROUTE_CASES: dict[str, str] = {
     "console/handoffs/<int:handoff_id>/": "console",
     "console/gaps/": "console",
     "console/widget/": "console",
+    "console/policies/": "console",
+    "console/api-keys/": "console",
+    "console/api-keys/new": "console",
+    "console/api-keys/<int:key_id>/revoke/": "console",
     "console/api/queue": "console",
     "console/api/handoffs/<int:handoff_id>": "console",
     "console/api/handoffs/<int:handoff_id>/claim": "console",
@@ -222,6 +226,7 @@ def foreign(db, settings):
     agents_doc = index_document(b, f"Agents {MARK}", body, audience="agents")
     event = audit_event_record(tenant=b, actor=Actor.system(), action="iso.test", data={"m": MARK})
     key, raw = api_key_create(tenant=a, name="iso-a")
+    b_key, _ = api_key_create(tenant=b, name=f"Key {MARK}")
     return SimpleNamespace(
         a=a,
         b=b,
@@ -235,6 +240,7 @@ def foreign(db, settings):
             "action_id": action.pk,
             "document_id": agents_doc.pk,
             "event_id": event.pk,
+            "key_id": b_key.pk,
             "version": 1,
         },
         b_customer_external_id=customer.external_id,
@@ -248,7 +254,11 @@ def _snapshot(f) -> tuple:
     """Everything of B that an attack could change."""
     b = f.b
     return (
-        Tenant.objects.filter(pk=b.pk).values_list("widget_secret", "name").get(),
+        Tenant.objects.filter(pk=b.pk)
+        .values_list(
+            "widget_secret", "name", "refund_auto_limit", "handoff_capacity", "retention_days"
+        )
+        .get(),
         sorted(Message.objects.filter(tenant=b).values_list("id", "text", "state")),
         sorted(Conversation.objects.filter(tenant=b).values_list("id", "owner", "state")),
         sorted(Handoff.objects.filter(tenant=b).values_list("id", "state", "version")),
@@ -257,6 +267,7 @@ def _snapshot(f) -> tuple:
         sorted(Document.objects.filter(tenant=b).values_list("id", "audience", "version")),
         Feedback.objects.filter(message__tenant=b).count(),
         Customer.objects.filter(tenant=b).count(),
+        sorted(ApiKey.objects.filter(tenant=b).values_list("id", "name", "revoked_at")),
     )
 
 
