@@ -283,7 +283,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         run = {"figures": _run(args), "meta": _meta(args, argv)}
         saved.write_text(json.dumps(run, indent=1))
-    profile = parse_collapsed((args.out / "profile_turn.txt").read_text())
+    # --nonblocking reads the process while it runs: now and then a frame's name is torn bytes.
+    stacks = (args.out / "profile_turn.txt").read_text(encoding="utf-8", errors="replace")
+    profile = parse_collapsed(stacks)
     text = report(profile, run["figures"], run["meta"])
     (args.out / "profile_turn.md").write_text(text)
     print(text)

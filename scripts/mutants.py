@@ -349,6 +349,28 @@ EXPLAINED: dict[str, str] = {
         for name in names
     },
     **{
+        f"chat.orchestrator.answer_cache.x_cache_key__mutmut_{n}": why
+        for ns, why in (
+            (
+                (9, 16),
+                "the tenant is kept apart twice, in the hashed text and in the tenant's own"
+                " blind-index key: with either one left the isolation tests see different keys",
+            ),
+            (
+                (8, 11),
+                "another separator: no part before the question may hold '|' (ids, a revision,"
+                " the audience kind, segments of [a-z0-9_-]) and the parts after it are"
+                " constants, so the joined text is as unambiguous",
+            ),
+            (
+                (14, 15, 17, 22, 23),
+                "the key's prefix or blind-index purpose spelled otherwise, consistently: the"
+                " same entries are written and read; nothing lists or deletes keys by prefix",
+            ),
+        )
+        for n in ns
+    },
+    **{
         f"chat.orchestrator.answer_cache.x_cached_draft__mutmut_{n}": (
             "the log line's wording and traceback when Redis is down: operators' text, no promise"
         )
