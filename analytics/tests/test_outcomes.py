@@ -173,3 +173,21 @@ def test_topics_store_no_copy_of_the_question_text(tenant):
         if f.get_internal_type() in ("TextField", "CharField")
     ]
     assert text_fields == ["kind", "handoff_reason"]
+
+
+def test_erasing_a_customer_erases_their_outcomes_and_unlinks_their_question(tenant):
+    from conversations import customer_data
+    from supportbot.services import Actor
+
+    alice = CustomerFactory(tenant=tenant, external_id="crm-alice")
+    conversation = converse(
+        tenant, alice, "How do I return a tent I bought?", at=DAY0, replies=[{"meta": STRONG}]
+    )
+    services.outcomes_sweep(now=DAY0 + timedelta(days=1))
+    topic_id = _outcome(conversation).topic_id
+    result = customer_data.customer_erase(
+        tenant=tenant, external_id="crm-alice", actor=Actor.system("test")
+    )
+    assert result["erased"]["outcomes"] == 1
+    assert not ConversationOutcome.objects.filter(customer=alice).exists()
+    assert Topic.objects.get(pk=topic_id).representative_message_id is None
