@@ -191,3 +191,22 @@ def test_erasing_a_customer_erases_their_outcomes_and_unlinks_their_question(ten
     assert result["erased"]["outcomes"] == 1
     assert not ConversationOutcome.objects.filter(customer=alice).exists()
     assert Topic.objects.get(pk=topic_id).representative_message_id is None
+
+
+def test_thanks_before_the_bots_first_reply_is_no_confirmation(tenant):
+    conversation = converse(tenant, CustomerFactory(tenant=tenant), "Hi, thanks", at=DAY0)
+    MessageFactory(conversation=conversation, text="Thanks!")
+    asked = conversation.messages.order_by("pk").first()
+    MessageFactory(
+        conversation=conversation,
+        role="bot",
+        kind="clarify",
+        state="delivered",
+        reply_to=asked,
+        meta={"strength": "weak", "path": "weak_evidence"},
+    )
+    services.outcomes_sweep(now=DAY0 + timedelta(days=1))
+    assert (_outcome(conversation).kind, _outcome(conversation).reasons["codes"]) == (
+        "unresolved",
+        ["weak_evidence"],
+    )
