@@ -5,6 +5,7 @@ database of their own; chat load adds a local vLLM worker when `.venv-vllm` exis
 """
 
 from bench import (
+    analytics_rollup,
     chat_load,
     churn,
     connections,
@@ -18,6 +19,7 @@ from bench import (
 
 if __name__ == "__main__":
     knowledge_search.main([])
+    analytics_rollup.main([])
     extraction.main([])
     embeddings.main([])
     embedding_runtimes.main([])

@@ -37,7 +37,7 @@ class CustomerEraseApi(APIView):
         erased = serializers.DictField(
             child=serializers.IntegerField(),
             help_text="Rows erased by kind: customers, conversations, messages, feedback, "
-            "handoffs, notes, actions, cached_answers.",
+            "handoffs, notes, actions, outcomes, cached_answers.",
         )
 
     @extend_schema(

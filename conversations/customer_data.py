@@ -40,6 +40,7 @@ ERASED_NAMES = {
     "handoffs.InternalNote": "notes",
     "actions.ActionRequest": "actions",
     "actions.LimitLock": "limit_locks",
+    "analytics.ConversationOutcome": "outcomes",
 }
 CACHE_INDEX_TTL_S = 24 * 3600 + 60  # a little longer than the answers it lists
 

@@ -37,6 +37,7 @@ REPORT = ROOT / "docs" / "reports" / "mutants.md"
 MUTMUT = [str(ROOT / ".venv" / "bin" / "mutmut")]
 PACKAGES = [
     "actions",
+    "analytics",
     "bench",
     "chat",
     "config",

@@ -95,6 +95,11 @@ class Tenant(models.Model):
         blank=True,
         help_text="Erase conversations with no activity for this many days (empty: keep).",
     )
+    conversation_idle_minutes = models.PositiveIntegerField(
+        default=30,
+        validators=[MinValueValidator(1), MaxValueValidator(24 * 60)],
+        help_text="A conversation quiet this long is over: it gets its outcome (analytics).",
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -5,6 +5,7 @@ modules only; importing them starts nothing and writes nothing (a test checks).
 """
 
 from config.settings.actions import *  # noqa: F403
+from config.settings.analytics import *  # noqa: F403
 from config.settings.api import *  # noqa: F403
 from config.settings.base import *  # noqa: F403
 from config.settings.chat import *  # noqa: F403

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "handoffs",
     "chat",
     "console",
+    "analytics",
     "evals",
     "demo",
 ]
