@@ -67,16 +67,17 @@ def message_receive(
         )
     if not input_guard.is_storable_text(client_message_id):
         raise ApplicationError(input_guard.UNSTORABLE_DETAIL, field="client_message_id")
-    existing = Message.objects.filter(
-        tenant_id=conversation.tenant_id,
-        conversation=conversation,
-        client_message_id=client_message_id,
-    ).first()
-    if existing is not None:
-        return existing, False
-    text = _clean_text(text)
-    if conversation.state != Conversation.State.OPEN:
-        raise Conflict("This conversation is closed.", field="conversation")
+    # The common case is a new message: insert first (one statement), and read the saved one
+    # only when the unique client id refuses the row or the message cannot be taken.
+    try:
+        text = _clean_text(text)
+        if conversation.state != Conversation.State.OPEN:
+            raise Conflict("This conversation is closed.", field="conversation")
+    except ApplicationError:
+        existing = _saved_message(conversation, client_message_id)
+        if existing is not None:  # a retry of a message taken before it closed
+            return existing, False
+        raise
     try:
         with transaction.atomic():
             message = Message.objects.create(
@@ -92,13 +93,19 @@ def message_receive(
     except IntegrityError:
         # The same id raced in from another connection, or the conversation was erased
         # meanwhile (its customer deleted): the foreign key refused the row.
-        saved = Message.objects.filter(
-            conversation=conversation, client_message_id=client_message_id
-        ).first()
+        saved = _saved_message(conversation, client_message_id)
         if saved is None:
             raise NotFound("No such conversation.") from None
         return saved, False
     return message, True
+
+
+def _saved_message(conversation: Conversation, client_message_id: str) -> Message | None:
+    return Message.objects.filter(
+        tenant_id=conversation.tenant_id,
+        conversation=conversation,
+        client_message_id=client_message_id,
+    ).first()
 
 
 def message_set_state(*, message_id: int, state: str) -> None:

@@ -80,3 +80,42 @@ def test_text_no_database_can_store_is_refused_with_the_field_named(
         )
     assert (refused.value.code, refused.value.field) == ("invalid", field)
     assert not Message.objects.filter(conversation=conversation).exists()
+
+
+def test_a_retried_message_returns_the_saved_one_even_once_its_conversation_closed(tenant):
+    from conversations.models import Conversation
+    from supportbot.errors import Conflict
+
+    customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id="r")
+    conversation = services.conversation_start(tenant=tenant, customer=customer)
+    saved, created = services.message_receive(
+        conversation=conversation, client_message_id="m1", text="Where is my parcel?"
+    )
+    assert created
+    again, created = services.message_receive(
+        conversation=conversation, client_message_id="m1", text="Where is my parcel?"
+    )
+    assert (again.pk, created) == (saved.pk, False)
+    Conversation.objects.filter(pk=conversation.pk).update(state=Conversation.State.CLOSED)
+    conversation.refresh_from_db()
+    retried, created = services.message_receive(
+        conversation=conversation, client_message_id="m1", text="Where is my parcel?"
+    )
+    assert (retried.pk, created) == (saved.pk, False)
+    with pytest.raises(Conflict):
+        services.message_receive(conversation=conversation, client_message_id="m2", text="Hi?")
+    assert Message.objects.filter(conversation=conversation).count() == 1
+
+
+def test_a_retry_whose_text_would_be_refused_still_gets_the_saved_message(tenant):
+    customer = services.customer_get_or_create_visitor(tenant=tenant, visitor_id="t")
+    conversation = services.conversation_start(tenant=tenant, customer=customer)
+    saved, _ = services.message_receive(
+        conversation=conversation, client_message_id="m1", text="Can I return boots?"
+    )
+    retried, created = services.message_receive(
+        conversation=conversation, client_message_id="m1", text=""
+    )
+    assert (retried.pk, created) == (saved.pk, False)
+    with pytest.raises(ApplicationError):
+        services.message_receive(conversation=conversation, client_message_id="m2", text="")
