@@ -48,7 +48,7 @@ import httpx
 import lxml.html
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from bench import harness
 
@@ -179,6 +179,7 @@ async def ws_level(
                 ping_interval=None,
                 close_timeout=2,
                 max_size=2**22,
+                local_addr=(client_address(i), 0),
             ) as ws:
                 await ws.send(json.dumps({"type": "session.start", "tenant": TENANT}))
                 await wait_for_event(ws, "session.ready", turn_s)
@@ -192,6 +193,8 @@ async def ws_level(
                     if turn.error:
                         break  # the socket's state is unknown: end this chat
                     last_done[0] = time.perf_counter()
+        except InvalidStatus as exc:  # the handshake refused: say with what status
+            run.errors.append(f"session: HTTP {exc.response.status_code}")
         except (TimeoutError, ConnectionClosed, InvalidHandshake, OSError) as exc:
             run.errors.append(f"session: {type(exc).__name__}")
         except SessionRefused as exc:
@@ -202,6 +205,13 @@ async def ws_level(
     await asyncio.gather(*(chat(i) for i in range(n)))
     run.wall_s = last_done[0] - t0
     return run
+
+
+def client_address(i: int) -> str:
+    """Chat `i`'s own loopback source address (127.1.0.1, 127.1.0.2, …): each simulated
+    customer comes from an address of its own, as real ones do, so the per-address limits
+    (CHAT_SOCKETS_PER_IP, the anonymous-session limit) see one customer each."""
+    return f"127.{1 + i // 65_024}.{(i // 254) % 256}.{i % 254 + 1}"
 
 
 async def wait_for_event(ws, kind: str, timeout: float) -> dict:

@@ -33,3 +33,14 @@ def test_quick_chat_load_reports_numbers_and_no_errors(tmp_path):
     assert (tmp_path / "chat_load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     raw = json.loads((tmp_path / "chat_load.json").read_text())
     assert len(raw["raw"]) == 4, raw["raw"]  # product + echo at each level
+
+
+def test_each_simulated_customer_comes_from_a_loopback_address_of_its_own():
+    import ipaddress
+
+    from bench.chat_load import client_address
+
+    addresses = [ipaddress.ip_address(client_address(i)) for i in range(70_000)]
+    assert len(set(addresses)) == len(addresses)
+    assert all(a in ipaddress.ip_network("127.0.0.0/8") for a in addresses)
+    assert all(0 < a.packed[3] < 255 for a in addresses)

@@ -53,7 +53,7 @@ class TurnSlots:
         self.running: dict[int, int] = {}
         self.in_use = 0
         self.turn_seconds = self.FIRST_ESTIMATE_S
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: list[tuple[int, asyncio.Future]] = []  # (tenant, its turn's future)
 
     def may_start(self, tenant_id: int) -> bool:
         """Whether a turn of `tenant_id` may start now."""
@@ -80,19 +80,32 @@ class TurnSlots:
             self.turn_seconds += self.SMOOTHING * (held - self.turn_seconds)
 
     async def _acquire(self, tenant_id: int, on_queued: OnQueued | None = None) -> None:
-        told = on_queued is None
-        while not self.may_start(tenant_id):
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                if not told:
-                    told = True
-                    position = len(self._waiters)
-                    await on_queued(position, self.wait_estimate(position))
-                await waiter
-            finally:
+        """Take a slot now, or wait in line for one handed over by `_release`.
+
+        Slots are handed over at release to the oldest waiting turn that may start, so a turn
+        arriving just after a release never takes the slot from one that waited (under a busy
+        Monday's load, barging arrivals kept some turns waiting for minutes)."""
+        if self.may_start(tenant_id):  # no waiting turn may start now (see `_grant`)
+            self._take(tenant_id)
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        entry = (tenant_id, waiter)
+        self._waiters.append(entry)
+        try:
+            if on_queued is not None:
+                position = len(self._waiters)
+                await on_queued(position, self.wait_estimate(position))
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._release(tenant_id)  # handed a slot, then cancelled: hand it on
+            else:
+                waiter.cancel()
                 with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
+                    self._waiters.remove(entry)
+            raise
+
+    def _take(self, tenant_id: int) -> None:
         self.running[tenant_id] = self.running.get(tenant_id, 0) + 1
         self.in_use += 1
 
@@ -103,8 +116,19 @@ class TurnSlots:
         else:
             self.running.pop(tenant_id, None)
         self.in_use -= 1
-        for waiter in self._waiters:  # each re-checks, oldest first
-            if not waiter.done():
+        self._grant()
+
+    def _grant(self) -> None:
+        """Hand free slots to waiting turns, oldest first, each that may start now (a turn of
+        a tenant at its share is passed over, not the turns behind it). Afterwards no waiting
+        turn may start: a new arrival may take a slot only when none of them could."""
+        for entry in list(self._waiters):
+            tenant_id, waiter = entry
+            if waiter.done():  # cancelled while waiting
+                self._waiters.remove(entry)
+            elif self.may_start(tenant_id):
+                self._waiters.remove(entry)
+                self._take(tenant_id)
                 waiter.set_result(None)
 
 

@@ -97,6 +97,75 @@ async def test_a_turn_cancelled_while_waiting_takes_no_slot_and_a_running_one_gi
     assert slots.may_start(3)
 
 
+async def test_a_turn_arriving_just_after_a_release_queues_behind_the_one_that_waited():
+    slots = TurnSlots(total=1, per_tenant=1, reserved=0)
+    order: list[str] = []
+
+    async def chat_a() -> None:  # answered, then at once the same customer's next question
+        async with slots.hold(1):
+            order.append("a1")
+            await asyncio.sleep(0.01)
+        async with slots.hold(1):
+            order.append("a2")
+
+    async def chat_b() -> None:
+        async with slots.hold(1):
+            order.append("b1")
+
+    a = asyncio.create_task(chat_a())
+    await asyncio.sleep(0)
+    b = asyncio.create_task(chat_b())
+    await asyncio.gather(a, b)
+    assert order == ["a1", "b1", "a2"]
+
+
+async def test_a_turn_handed_a_slot_and_cancelled_before_it_runs_hands_the_slot_on():
+    slots = TurnSlots(total=1, per_tenant=1, reserved=0)
+    entered: list[str] = []
+    tasks: dict[str, asyncio.Task] = {}
+
+    async def first() -> None:
+        async with slots.hold(1):
+            entered.append("first")
+            await asyncio.sleep(0.01)
+        tasks["handed"].cancel()  # handed the slot at the release above, not yet resumed
+
+    async def turn(name: str) -> None:
+        async with slots.hold(1):
+            entered.append(name)
+
+    tasks["first"] = asyncio.create_task(first())
+    await asyncio.sleep(0)
+    tasks["handed"] = asyncio.create_task(turn("handed"))
+    tasks["last"] = asyncio.create_task(turn("last"))
+    async with asyncio.timeout(10):  # a slot kept by the cancelled turn: "last" waits for ever
+        results = await asyncio.gather(*tasks.values(), return_exceptions=True)
+    assert isinstance(results[1], asyncio.CancelledError)
+    assert entered == ["first", "last"]
+    assert (slots.in_use, slots.running, slots._waiters) == (0, {}, [])
+
+
+async def test_no_turn_waits_long_while_others_keep_asking_under_full_slots():
+    """64 chats, each asking 5 questions one after another through 4 slots: every turn
+    starts within a few rounds of the slots (a turn that lost every race waited for ever)."""
+    slots = TurnSlots(total=4, per_tenant=4, reserved=0)
+    waits: list[int] = []
+    started = 0
+
+    async def chat() -> None:
+        nonlocal started
+        for _ in range(5):
+            asked = started
+            async with slots.hold(1):
+                waits.append(started - asked)  # turns that started while this one waited
+                started += 1
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(chat() for _ in range(64)))
+    assert len(waits) == 320
+    assert max(waits) <= 64 + 4  # at most everyone in line once, plus the running turns
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_a_third_tenants_turn_runs_while_two_tenants_turns_hang_in_their_threads(settings):
     """Real turns' slots (`own_thread`: a thread and a database connection each): tenants 1
