@@ -289,8 +289,24 @@ EXPLAINED: dict[str, str] = {
                 'a state with no client or URL yet (None or "") connects on first use either way',
             ),
             (
-                ("xǁ_RedisStateǁ__init____mutmut_5",),
+                ("xǁ_RedisStateǁ__init____mutmut_5", "x_rate_limits_reset__mutmut_2"),
                 "`down_until` 1.0 instead of 0.0: the monotonic clock is past it within a second",
+            ),
+            (
+                ("xǁ_RedisStateǁget__mutmut_1",),
+                "the instant the retry interval ends (`now == down_until`), to the nanosecond",
+            ),
+            (
+                ("x__digest__mutmut_10",),
+                '"UTF-8" and "utf-8" name the same codec',
+            ),
+            (
+                (
+                    "x_rate_limits_reset__mutmut_6",
+                    "x_rate_limits_reset__mutmut_8",
+                    "x_rate_limits_reset__mutmut_9",
+                ),
+                "SCAN's batch size (a hint to Redis): every matching key is visited either way",
             ),
             (
                 (

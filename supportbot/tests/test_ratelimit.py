@@ -369,3 +369,107 @@ def test_the_refusal_says_the_limit_or_the_callers_own_words(strict_limits):
     with pytest.raises(RateLimited) as own:
         ratelimit.rate_limit_enforce(name="search_key", key=("words",), detail="Slow down.")
     assert own.value.detail == "Slow down."
+
+
+def test_a_limit_reads_count_and_seconds_and_a_bad_one_names_itself():
+    assert ratelimit.parse_limit("login_ip", "5/1") == ratelimit.Limit("login_ip", 5, 1)
+    with pytest.raises(ImproperlyConfigured) as bad:
+        ratelimit.parse_limit("login_ip", "five/60")
+    assert str(bad.value) == "Rate limit login_ip: 'five/60' is not '<count>/<seconds>'."
+    with pytest.raises(ImproperlyConfigured) as zero:
+        ratelimit.parse_limit("login_ip", "5/0")
+    assert str(zero.value) == "Rate limit login_ip: count and seconds must be positive."
+
+
+def test_counter_keys_are_the_same_in_every_release():
+    """Processes of two releases share Redis during a rolling deploy: a key's digest must not
+    change, or each release counts apart and a client gets twice the limit."""
+    import hashlib
+
+    assert (
+        ratelimit._digest(("203.0.113.9", 7))
+        == (hashlib.sha256(b"203.0.113.9\x1f7").hexdigest()[:32])
+    )
+    assert ratelimit._digest(("a", "b")) == "f04cdced9736a69da6103f08a4daaf8c"
+
+
+def test_the_redis_client_gives_up_on_a_silent_redis_within_its_timeout(settings):
+    """A Redis that accepts the connection and never answers must not hold a request: the
+    limiter falls back within RATE_LIMIT_REDIS_TIMEOUT_S."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # accepts (the kernel does), never reads or answers
+    try:
+        settings.REDIS_URL = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        settings.RATE_LIMIT_REDIS_TIMEOUT_S = 0.3
+        state = ratelimit._RedisState()
+        client = state.get()
+        kwargs = client.connection_pool.connection_kwargs
+        assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (0.3, 0.3)
+        started = time.monotonic()
+        with pytest.raises(ratelimit.redis.RedisError):
+            client.ping()
+        assert time.monotonic() - started < 5
+    finally:
+        silent.close()
+
+
+def test_with_a_divisor_of_one_the_fallback_allows_the_whole_count(
+    redis_down, strict_limits, settings
+):
+    strict_limits(message_customer="3/60")
+    settings.RATE_LIMIT_FALLBACK_DIVISOR = 1
+    limit = ratelimit.limit_get("message_customer")
+    allowed = [ratelimit.rate_limit_hit(limit=limit, key=("d1",)).allowed for _ in range(4)]
+    assert allowed == [True, True, True, False]
+
+
+def test_the_fallback_counts_each_key_and_limit_apart(redis_down, strict_limits, settings):
+    strict_limits(message_customer="2/60", search_key="2/60")
+    settings.RATE_LIMIT_FALLBACK_DIVISOR = 1
+    customer, search = ratelimit.limit_get("message_customer"), ratelimit.limit_get("search_key")
+    for _ in range(2):
+        assert ratelimit.rate_limit_hit(limit=customer, key=("ann",)).allowed
+    assert not ratelimit.rate_limit_hit(limit=customer, key=("ann",)).allowed
+    assert ratelimit.rate_limit_hit(limit=customer, key=("bob",)).allowed  # another customer
+    assert ratelimit.rate_limit_hit(limit=search, key=("ann",)).allowed  # another limit
+
+
+def test_a_hit_that_meets_a_dead_redis_logs_the_cause(redis_down, strict_limits, caplog):
+    strict_limits(message_customer="3/60")
+    with caplog.at_level("WARNING", logger="supportbot.ratelimit"):
+        ratelimit.rate_limit_hit(limit=ratelimit.limit_get("message_customer"), key=("c",))
+    (record,) = [r for r in caplog.records if r.name == "supportbot.ratelimit"]
+    assert "fall back to in-process counters: Error" in record.getMessage()
+
+
+def test_a_reset_forgets_redis_counters_and_only_the_limiters(settings, strict_limits):
+    strict_limits(search_key="1/60")
+    limit = ratelimit.limit_get("search_key")
+    client = ratelimit._redis.get()
+    client.set("not-ours:keep", "1", ex=60)
+    ratelimit._redis.down_until = time.monotonic() + 60  # a reset also ends a fallback
+    ratelimit.rate_limits_reset()
+    assert ratelimit.redis_available()
+    ratelimit.rate_limit_hit(limit=limit, key=("r",))
+    ratelimit._local.clear()
+    ratelimit.rate_limits_reset()
+    assert ratelimit.rate_limit_hit(limit=limit, key=("r",)).allowed  # Redis forgot it too
+    assert client.get("not-ours:keep") == b"1"
+    client.delete("not-ours:keep")
+
+
+def test_the_fallback_share_is_whole_hits_and_the_previous_window_still_weighs(
+    redis_down, strict_limits, settings, monkeypatch
+):
+    strict_limits(message_customer="5/60")
+    settings.RATE_LIMIT_FALLBACK_DIVISOR = 2  # 5 // 2: two hits a window, not two and a half
+    limit = ratelimit.limit_get("message_customer")
+    clock = [600.0 * 60 + 30]  # the middle of a window
+    monkeypatch.setattr(ratelimit.time, "time", lambda: clock[0])
+    assert ratelimit.rate_limit_hit(limit=limit, key=("w",)).allowed
+    clock[0] += 60  # the middle of the next window: half of that hit still counts
+    assert ratelimit.rate_limit_hit(limit=limit, key=("w",)).allowed  # 0.5 + 1
+    assert not ratelimit.rate_limit_hit(limit=limit, key=("w",)).allowed  # 0.5 + 2 > 2
