@@ -91,8 +91,9 @@ def message_receive(
             Conversation.objects.filter(pk=conversation.pk).update(last_message_at=timezone.now())
             message_announce(message, origin=origin)
     except IntegrityError:
-        # The same id raced in from another connection, or the conversation was erased
-        # meanwhile (its customer deleted): the foreign key refused the row.
+        # A repeat of a saved message (a retry, or the same id racing in from another
+        # connection), or the conversation was erased meanwhile (its customer deleted): the
+        # foreign key refused the row.
         saved = _saved_message(conversation, client_message_id)
         if saved is None:
             raise NotFound("No such conversation.") from None
